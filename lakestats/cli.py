@@ -1,0 +1,169 @@
+"""The `lakestats` command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from lakestats import render
+
+EXIT_FAILED, EXIT_USAGE = 1, 2
+
+
+class CliError(Exception):
+    """Printed as one line on stderr; the command exits non-zero."""
+
+
+def _stats_root(args) -> str:
+    from monostore.coordinator import default_stats_root
+    return args.stats_root or default_stats_root(args.table)
+
+
+def _open(args):
+    from metastore.reader import TableStatistics
+    return TableStatistics(_stats_root(args))
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def cmd_compute(args) -> int:
+    from infra.redis_server import redis_url
+    from monostore.coordinator import ComputeFailed, Options, compute
+    from monostore.invokers import make_invoker
+
+    options = Options(max_bins=args.bins, frequency_max_distinct=args.frequency_max_distinct,
+                      allow_partial=args.allow_partial, max_attempts=args.max_attempts)
+    with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
+            redis_url(args.redis_url) as url, \
+            make_invoker(args.invoker, args.workers, function_name=args.function_name) as invoker:
+        try:
+            report = compute(args.table, invoker, url, stats_root=args.stats_root,
+                             options=options, progress=progress)
+        except ComputeFailed as e:
+            report, failure = e.report, str(e)
+        else:
+            failure = None
+    for reason in report.failed.values():
+        print(f"lakestats: failed: {reason}", file=sys.stderr)
+    if args.json:
+        _print_json(report.as_json())
+    elif not args.quiet:
+        render.compute_report(report)
+    if failure:
+        raise CliError(failure)
+    return EXIT_FAILED if report.failed else 0
+
+
+def cmd_show(args) -> int:
+    columns = args.columns.split(",") if args.columns else None
+    summary = _open(args).summary(args.partition, columns)
+    if args.json:
+        _print_json(summary)
+    else:
+        render.summary(summary)
+    return 0
+
+
+def cmd_partitions(args) -> int:
+    stats = _open(args)
+    parts = stats.partitions()
+    if args.json:
+        _print_json({"version": stats.version, "partitions": parts,
+                     "missing": stats.manifest.get("missing", {})})
+    else:
+        render.partitions(parts, stats.manifest.get("missing", {}))
+    return 0
+
+
+def cmd_histogram(args) -> int:
+    bins = _open(args).histogram(args.column, args.partition)
+    if args.json:
+        _print_json({"column": args.column, "bins": bins})
+    else:
+        render.histogram(args.column, bins, rows=args.rows)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from lakestats import demo
+    return demo.run(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lakestats",
+        description="Exact column statistics for tables of Parquet files (local or s3://).")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def table_command(name, help_text, func):
+        c = sub.add_parser(name, help=help_text, description=help_text)
+        c.add_argument("table", metavar="TABLE",
+                       help="a local directory or s3://bucket/prefix of Parquet files")
+        c.add_argument("--stats-root", metavar="URI",
+                       help="where statistics live (default: TABLE/_lakestats)")
+        c.add_argument("--json", action="store_true", help="machine-readable output")
+        c.set_defaults(func=func)
+        return c
+
+    c = table_command("compute", "compute (incrementally) and publish the table's statistics",
+                      cmd_compute)
+    c.add_argument("--bins", type=int, default=1000, help="histogram bins (default 1000)")
+    c.add_argument("--frequency-max-distinct", type=int, default=10_000, metavar="N",
+                   help="keep a partition's exact frequencies of a column when it has at most N "
+                        "distinct values (default 10000)")
+    c.add_argument("--allow-partial", action="store_true",
+                   help="publish over the good partitions when some files fail; "
+                        "the missing ones are recorded")
+    c.add_argument("--workers", type=int, help="concurrent workers (default: CPU count)")
+    c.add_argument("--invoker", choices=["local", "lambda"], default="local",
+                   help="local process pool (default) or AWS Lambda")
+    c.add_argument("--function-name", default=os.environ.get("LAKESTATS_FUNCTION"),
+                   help="Lambda function for --invoker lambda")
+    c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
+    c.add_argument("--max-attempts", type=int, default=3, help="attempts per partition")
+    c.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+    c = table_command("show", "show the table's (or one partition's) statistics", cmd_show)
+    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
+    c.add_argument("--columns", metavar="a,b", help="only these columns")
+
+    table_command("partitions", "list the partitions of the published version", cmd_partitions)
+
+    c = table_command("histogram", "show a column's histogram", cmd_histogram)
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
+    c.add_argument("--rows", type=int, default=24, help="bars to draw (default 24)")
+
+    c = sub.add_parser("demo", help="generate a TPC-H table, compute and show its statistics")
+    c.add_argument("--dir", default=".demo", help="where the sample table goes (default .demo)")
+    c.add_argument("--scale", type=float, default=0.25,
+                   help="TPC-H scale factor (default 0.25: 1.5M lineitem rows)")
+    c.add_argument("--parts", type=int, default=12, help="files to split lineitem into")
+    c.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("lakestats: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback
+        if os.environ.get("LAKESTATS_DEBUG"):
+            raise
+        message = str(e) if isinstance(e, CliError) or _is_ours(e) else f"{type(e).__name__}: {e}"
+        print(f"lakestats: error: {message}".replace("\n", " "), file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _is_ours(e: Exception) -> bool:
+    return type(e).__module__.split(".")[0] in ("metastore", "monostore", "functions", "infra")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Human-readable output: progress, tables and histogram bars in the terminal."""
+from __future__ import annotations
+
+import contextlib
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+out = Console()
+err = Console(stderr=True)
+SHOWN = ("column", "type", "row_count", "null_count", "nan_count", "distinct_count", "min", "max",
+         "mean", "stddev")
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, enabled: bool = True):
+    """Yields a callback(done, total) that draws a progress bar on stderr."""
+    if not enabled:
+        yield None
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err, transient=False) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+        yield update
+
+
+def _short(value, width: int = 28) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def compute_report(report) -> None:
+    state = "published" if report.published else "unchanged"
+    out.print(f"[bold]{report.table}[/]: version {report.version} {state}, "
+              f"{report.row_count:,} rows; computed {report.computed}, reused {report.reused}, "
+              f"removed {report.removed}, failed {len(report.failed)} "
+              f"in {report.seconds:.1f} s")
+
+
+def summary(s: dict) -> None:
+    where = f"partition {s['partition']}" if "partition" in s else f"{s['partitions']} partitions"
+    out.print(f"version {s['version']}: {s['row_count']:,} rows, {where}")
+    for path, reason in (s.get("missing") or {}).items():
+        out.print(f"[red]missing[/] {path}: {reason}")
+    t = Table(show_edge=False, header_style="bold")
+    for name in SHOWN:
+        t.add_column(name.replace("_count", ""), overflow="fold",
+                     justify="left" if name in ("column", "type", "min", "max") else "right")
+    for col in s["columns"]:
+        distinct = col.get("distinct_count")
+        if distinct is not None and col.get("distinct_count_exact") is False:
+            distinct = f"~{distinct}"
+        t.add_row(*[_short(distinct if n == "distinct_count" else col.get(n)) for n in SHOWN])
+    out.print(t)
+
+
+def partitions(parts: list[dict], missing: dict) -> None:
+    t = Table(show_edge=False, header_style="bold")
+    for name in ("path", "rows", "bytes", "partition values"):
+        t.add_column(name, justify="right" if name in ("rows", "bytes") else "left")
+    for p in parts:
+        values = ", ".join(f"{k}={v}" for k, v in p.get("partition_values", {}).items())
+        t.add_row(p["path"], f"{p['row_count']:,}", f"{p['size']:,}", values)
+    for path, reason in missing.items():
+        t.add_row(f"[red]{path}[/]", "missing", "", reason)
+    out.print(t)
+
+
+def regroup(bins: list[dict], rows: int) -> list[dict]:
+    """Merge neighbouring bins so that at most `rows` remain (for drawing only)."""
+    if len(bins) <= rows:
+        return bins
+    step = -(-len(bins) // rows)
+    return [{"lower": g[0]["lower"], "upper": g[-1]["upper"], "count": sum(b["count"] for b in g)}
+            for g in (bins[i:i + step] for i in range(0, len(bins), step))]
+
+
+def histogram(column: str, bins: list[dict], rows: int = 24, width: int = 48,
+              console: Console = out) -> None:
+    shown = regroup(bins, rows)
+    peak = max((b["count"] for b in shown), default=0) or 1
+    total = sum(b["count"] for b in bins)
+    console.print(f"[bold]{column}[/]: {len(bins)} bins, {total:,} values")
+    label = max((len(f"{b['lower']} .. {b['upper']}") for b in shown), default=0)
+    for b in shown:
+        eighths = round(b["count"] / peak * width * 8)
+        bar = "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
+        console.print(f"{(str(b['lower']) + ' .. ' + str(b['upper'])):>{label}} "
+                      f"[cyan]{bar:<{width}}[/] {b['count']:,}", highlight=False)

@@ -1,0 +1,180 @@
+"""The three statistics files as Arrow tables, their layout under a statistics root, and the
+conversions between them and the kernel's in-memory results.
+
+Layout under the statistics root (default <table>/_lakestats):
+
+    partitions/<rel_path>/<fingerprint>/{statistics,frequencies,histograms}.parquet
+    versions/<version>/{statistics,frequencies,histograms}.parquet, manifest.json
+    LATEST                       {"version": ...}: the published version, replaced atomically
+
+statistics.parquet is written last, so its presence marks a complete partition directory.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metastore import histogram as hist
+from metastore import schema
+from metastore import types as ty
+
+STATISTICS, FREQUENCIES, HISTOGRAMS = "statistics.parquet", "frequencies.parquet", "histograms.parquet"
+MANIFEST, LATEST = "manifest.json", "LATEST"
+DATA_SCHEMA_KEY = b"lakestats.data_schema"
+ROW_COUNT_KEY = b"lakestats.row_count"
+
+
+def partition_dir(rel_path: str, fingerprint: str) -> tuple[str, ...]:
+    return ("partitions", rel_path, fingerprint)
+
+
+def version_dir(version: str) -> tuple[str, ...]:
+    return ("versions", version)
+
+
+# -- data schema, kept in statistics.parquet's metadata so tables can reconcile drifted files
+
+def encode_schema(s: pa.Schema) -> str:
+    return base64.b64encode(s.remove_metadata().serialize().to_pybytes()).decode()
+
+
+def decode_schema(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+# -- statistics.parquet
+
+def statistics_table(rows: list[dict], data_schema: pa.Schema, row_count: int) -> pa.Table:
+    table = pa.Table.from_pylist(rows, schema=schema.STATISTICS_SCHEMA)
+    return table.replace_schema_metadata({DATA_SCHEMA_KEY: encode_schema(data_schema),
+                                          ROW_COUNT_KEY: str(row_count)})
+
+
+def row_count_of(statistics: pa.Table) -> int:
+    return int(statistics.schema.metadata[ROW_COUNT_KEY])
+
+
+def data_schema_of(statistics: pa.Table) -> pa.Schema:
+    return decode_schema(statistics.schema.metadata[DATA_SCHEMA_KEY].decode())
+
+
+# -- frequencies.parquet
+
+def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:
+    """Rows of (column, value, frequency), columns in the order given, then decreasing frequency,
+    ties by value text so that the file is deterministic."""
+    parts = []
+    for name, counts in per_column:
+        if counts.num_rows == 0:
+            continue
+        counts = counts.sort_by([("frequency", "descending"), ("value", "ascending")])
+        parts.append(pa.table({"column": pa.array([name] * counts.num_rows, pa.string()),
+                               "value": counts["value"], "frequency": counts["frequency"]},
+                              schema=schema.FREQUENCIES_SCHEMA))
+    if not parts:
+        return schema.FREQUENCIES_SCHEMA.empty_table()
+    return pa.concat_tables(parts)
+
+
+# -- histograms.parquet
+
+def edge_type(arrow_type: pa.DataType) -> pa.DataType:
+    kind = ty.kind_of(arrow_type)
+    return ty.value_type(arrow_type) if kind in (ty.INTEGER, ty.TEMPORAL) else pa.float64()
+
+
+def histogram_column(h: hist.Histogram, arrow_type: pa.DataType) -> tuple[pa.Field, pa.Array]:
+    etype = edge_type(arrow_type)
+    lowers, uppers = hist.edges(h)
+    counts = list(h.counts)
+    if h.neg_inf:
+        lowers, uppers, counts = [-math.inf] + lowers, [-math.inf] + uppers, [h.neg_inf] + counts
+    if h.pos_inf:
+        lowers, uppers, counts = lowers + [math.inf], uppers + [math.inf], counts + [h.pos_inf]
+    cell = pa.StructArray.from_arrays(
+        [_edges_array(lowers, etype), _edges_array(uppers, etype), pa.array(counts, pa.int64())],
+        names=["lower", "upper", "count"])
+    field = pa.field("", schema.histogram_cell_type(etype), metadata={
+        schema.HISTOGRAM_EXPONENT_KEY: str(h.exponent), schema.HISTOGRAM_START_KEY: str(h.start)})
+    return field, cell
+
+
+def _edges_array(values: list, etype: pa.DataType) -> pa.Array:
+    if pa.types.is_floating(etype):
+        return pa.array(values, pa.float64())
+    storage = etype if pa.types.is_integer(etype) else (
+        pa.int32() if etype.bit_width == 32 else pa.int64())
+    info = np.iinfo(storage.to_pandas_dtype())
+    clipped = [min(max(v, int(info.min)), int(info.max)) for v in values]  # grid edges overhang
+    array = pa.array(clipped, storage)
+    return array if storage == etype else array.view(etype)
+
+
+def histograms_table(columns: list[tuple[str, pa.DataType, hist.Histogram]]) -> pa.Table:
+    built = [(name, *histogram_column(h, t)) for name, t, h in columns if h is not None]
+    length = max((len(cell) for _, _, cell in built), default=0)
+    fields, arrays = [], []
+    for name, field, cell in built:
+        fields.append(field.with_name(name))
+        arrays.append(pa.concat_arrays([cell, pa.nulls(length - len(cell), cell.type)])
+                      if len(cell) < length else cell)
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def read_histogram(table: pa.Table, name: str) -> hist.Histogram | None:
+    if name not in table.column_names:
+        return None
+    field = table.schema.field(name)
+    cells = table[name].combine_chunks().drop_null()
+    lower, upper, count = (cells.field(k) for k in ("lower", "upper", "count"))
+    float_domain = pa.types.is_floating(lower.type)
+    counts = count.to_numpy(zero_copy_only=False).astype(np.int64)
+    neg_inf = pos_inf = 0
+    if float_domain and len(cells):
+        lo = lower.to_numpy(zero_copy_only=False)
+        hi = upper.to_numpy(zero_copy_only=False)
+        neg = (lo == -np.inf) & (hi == -np.inf)
+        pos = (lo == np.inf) & (hi == np.inf)
+        neg_inf, pos_inf = int(counts[neg].sum()), int(counts[pos].sum())
+        counts = counts[~(neg | pos)]
+    meta = field.metadata or {}
+    return hist.Histogram(int(meta[schema.HISTOGRAM_EXPONENT_KEY]),
+                          int(meta[schema.HISTOGRAM_START_KEY]), counts, neg_inf, pos_inf,
+                          float_domain)
+
+
+def histogram_bins(table: pa.Table, name: str) -> list[dict]:
+    """Bins as {lower, upper, count} with canonical text edges (for the CLI and JSON)."""
+    cells = table[name].combine_chunks().drop_null()
+    lowers = ty.to_text(cells.field("lower")).to_pylist()
+    uppers = ty.to_text(cells.field("upper")).to_pylist()
+    return [{"lower": lo, "upper": hi, "count": c}
+            for lo, hi, c in zip(lowers, uppers, cells.field("count").to_pylist())]
+
+
+# -- manifest.json and LATEST
+
+def dumps(obj) -> bytes:
+    return json.dumps(obj, indent=1, sort_keys=True).encode()
+
+
+def column_statistics(table: pa.Table) -> list[dict]:
+    """statistics.parquet rows as JSON-ready dicts (sketches left out; non-finite floats as text)."""
+    keep = [n for n in table.column_names if n not in schema.SKETCH_NAMES]
+    rows = table.select(keep).to_pylist()
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                row[key] = ty.scalar_text(pa.scalar(value))
+    return rows
+
+
+def filter_columns(table: pa.Table, columns: list[str] | None) -> pa.Table:
+    if not columns:
+        return table
+    return table.filter(pc.is_in(table["column"], pa.array(columns, pa.string())))

@@ -1,0 +1,151 @@
+"""Object stores behind one small interface: local directories and S3 (AWS, moto, localstack).
+
+S3 endpoints come from the standard variables AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, so the
+same code talks to AWS, moto's server or localstack.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+
+class StoreError(Exception):
+    """An object store operation failed; the message names the object."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    rel_path: str      # path relative to the table root, '/'-separated
+    size: int
+    etag: str          # S3 ETag, or the local file's mtime in ns
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha1(f"{self.size}:{self.etag}".encode()).hexdigest()[:16]
+
+    @property
+    def partition_values(self) -> dict[str, str]:
+        """Hive-style directory values: a/year=2024/m=1/f.parquet -> {year: 2024, m: 1}."""
+        parts = self.rel_path.split("/")[:-1]
+        return {k: unquote(v) for k, _, v in (p.partition("=") for p in parts if "=" in p)}
+
+
+def endpoint_url() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def is_hidden(rel_path: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in rel_path.split("/"))
+
+
+class Store:
+    """A root URI (a local directory or s3://bucket/prefix) and the operations lakestats needs."""
+
+    def __init__(self, uri: str):
+        self.uri = uri.rstrip("/")
+        parsed = urlparse(self.uri)
+        self.is_s3 = parsed.scheme in ("s3", "s3a")
+        if self.is_s3:
+            self.bucket, self.prefix = parsed.netloc, parsed.path.lstrip("/")
+            self.root = f"{self.bucket}/{self.prefix}".rstrip("/")
+            self.fs = s3_filesystem()
+        else:
+            self.root = os.path.abspath(parsed.path if parsed.scheme == "file" else self.uri)
+            self.fs = pafs.LocalFileSystem()
+
+    def child(self, *parts: str) -> "Store":
+        return Store("/".join([self.uri, *parts]))
+
+    def path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def uri_of(self, *parts: str) -> str:
+        return "/".join([self.uri, *parts])
+
+    def list_files(self) -> list[DataFile]:
+        """Every file below the root, hidden ones (any part starting with _ or .) excluded."""
+        if self.is_s3:
+            files = self._list_s3()
+        else:
+            try:
+                infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True))
+            except (FileNotFoundError, OSError) as e:
+                raise StoreError(f"{self.uri}: cannot list the table ({e})") from e
+            files = [DataFile(os.path.relpath(i.path, self.root).replace(os.sep, "/"), i.size,
+                              str(i.mtime_ns)) for i in infos if i.type == pafs.FileType.File]
+        return sorted((f for f in files if not is_hidden(f.rel_path)), key=lambda f: f.rel_path)
+
+    def _list_s3(self) -> list[DataFile]:
+        client = s3_client()
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        out = []
+        try:
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                         Prefix=prefix):
+                for obj in page.get("Contents", []):
+                    if not obj["Key"].endswith("/"):
+                        out.append(DataFile(obj["Key"][len(prefix):], obj["Size"],
+                                            obj["ETag"].strip('"')))
+        except Exception as e:  # botocore errors carry the reason in their text
+            raise StoreError(f"{self.uri}: cannot list the table ({e})") from e
+        return out
+
+    def exists(self, *parts: str) -> bool:
+        return self.fs.get_file_info(self.path(*parts)).type == pafs.FileType.File
+
+    def read_bytes(self, *parts: str) -> bytes:
+        with self.fs.open_input_stream(self.path(*parts)) as f:
+            return f.read()
+
+    def write_bytes(self, data: bytes, *parts: str) -> None:
+        """Readers see the old object or the new one: S3 PUTs are atomic; locally we rename."""
+        path = self.path(*parts)
+        if self.is_s3:
+            with self.fs.open_output_stream(path) as f:
+                f.write(data)
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+    def write_parquet(self, table: pa.Table, *parts: str, row_group_size: int | None = None) -> None:
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink, row_group_size=row_group_size, compression="zstd")
+        self.write_bytes(sink.getvalue().to_pybytes(), *parts)
+
+    def read_parquet(self, *parts: str, columns: list[str] | None = None, filters=None) -> pa.Table:
+        return pq.read_table(self.path(*parts), filesystem=self.fs, columns=columns,
+                             filters=filters)
+
+    def open_parquet(self, *parts: str) -> pq.ParquetFile:
+        return pq.ParquetFile(self.fs.open_input_file(self.path(*parts)))
+
+    def delete_dir(self, *parts: str) -> None:
+        try:
+            self.fs.delete_dir(self.path(*parts))
+        except (FileNotFoundError, OSError):
+            pass
+
+
+def s3_filesystem() -> pafs.S3FileSystem:
+    endpoint = endpoint_url()
+    kwargs = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+              or "us-east-1"}
+    if endpoint:
+        parsed = urlparse(endpoint)
+        kwargs.update(endpoint_override=parsed.netloc, scheme=parsed.scheme or "https")
+    return pafs.S3FileSystem(**kwargs)
+
+
+def s3_client():
+    import boto3
+    return boto3.client("s3", endpoint_url=endpoint_url())

@@ -1,0 +1,118 @@
+"""How each Arrow type is treated: its statistics kind and its canonical lossless text.
+
+Every layer (kernel, reduction, CLI, Spark bridge) renders values through `to_text`, so a
+value has one spelling everywhere: ISO 8601 for temporal values (with the UTC offset when
+zoned), the shortest round-trip text for floats, exact decimal text, lowercase hex for binary.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+BOOLEAN, INTEGER, FLOAT, DECIMAL, TEMPORAL, STRING, BINARY, OTHER = (
+    "boolean", "integer", "float", "decimal", "temporal", "string", "binary", "other")
+
+NUMERIC_KINDS = (INTEGER, FLOAT, DECIMAL)            # sum, mean, stddev
+BINNED_KINDS = (INTEGER, FLOAT, DECIMAL, TEMPORAL)   # histograms and KLL sketches
+LENGTH_KINDS = (STRING, BINARY)                      # min/max/avg length
+
+
+def kind_of(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t):
+        return kind_of(t.value_type)
+    if pa.types.is_boolean(t):
+        return BOOLEAN
+    if pa.types.is_integer(t):
+        return INTEGER
+    if pa.types.is_floating(t):
+        return FLOAT
+    if pa.types.is_decimal(t):
+        return DECIMAL
+    if pa.types.is_temporal(t):
+        return TEMPORAL
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return STRING
+    if (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+            or pa.types.is_fixed_size_binary(t)):
+        return BINARY
+    return OTHER
+
+
+def value_type(t: pa.DataType) -> pa.DataType:
+    """The type statistics are computed in: dictionaries decoded, float16 widened
+    (Arrow's kernels do not cover it), views made plain."""
+    if pa.types.is_dictionary(t):
+        return value_type(t.value_type)
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    return t
+
+
+def normalize(arr: pa.Array) -> pa.Array:
+    """Values in their statistics type, with -0.0 folded into 0.0 and every NaN made one NaN,
+    so that hashing (distinct counts, frequencies) sees value equality."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    target = value_type(arr.type)
+    if target != arr.type:
+        arr = arr.cast(target)
+    if pa.types.is_floating(arr.type):
+        arr = pc.add(arr, pa.scalar(0.0, arr.type))  # -0.0 + 0.0 == +0.0
+        arr = pc.if_else(pc.is_nan(arr), pa.scalar(float("nan"), arr.type), arr)
+    return arr
+
+
+def to_text(arr: pa.Array) -> pa.Array:
+    """Canonical lossless text of each value (nulls stay null)."""
+    t = arr.type
+    if pa.types.is_timestamp(t):
+        return _timestamp_text(arr)
+    if pa.types.is_date64(t):
+        return arr.cast(pa.date32()).cast(pa.string())
+    if pa.types.is_boolean(t):
+        return pc.if_else(arr, "true", "false")
+    if kind_of(t) == BINARY:
+        return pa.array([None if v is None else v.hex() for v in arr.to_pylist()], pa.string())
+    if pa.types.is_duration(t):
+        return arr.cast(pa.int64()).cast(pa.string())
+    if pa.types.is_floating(t):
+        text = arr.cast(pa.string())
+        return pc.replace_substring_regex(text, r"^-0$", "0")
+    return arr.cast(pa.string())
+
+
+_FRACTION = {"s": "", "ms": ".%f", "us": ".%f", "ns": ".%f"}
+
+
+def _timestamp_text(arr: pa.Array) -> pa.Array:
+    # Arrow's %S already carries the unit's fractional digits; %z gives +hhmm, ISO wants +hh:mm.
+    fmt = "%Y-%m-%dT%H:%M:%S"
+    if arr.type.tz is None:
+        return pc.strftime(arr, format=fmt)
+    text = pc.strftime(arr, format=fmt + "%z")
+    return pc.replace_substring_regex(text, r"([+-]\d\d)(\d\d)$", r"\1:\2")
+
+
+def scalar_text(value: pa.Scalar) -> str | None:
+    if value is None or not value.is_valid:
+        return None
+    return to_text(pa.repeat(value, 1))[0].as_py()
+
+
+def from_text(texts: list[str | None], t: pa.DataType) -> pa.Array:
+    """Parse canonical text back into typed values (the inverse of `to_text`)."""
+    arr = pa.array(texts, pa.string())
+    t = value_type(t)
+    if kind_of(t) == BINARY:
+        return pa.array([None if v is None else bytes.fromhex(v) for v in texts], t)
+    if pa.types.is_boolean(t):
+        return pc.equal(arr, "true")
+    if pa.types.is_duration(t):
+        return arr.cast(pa.int64()).cast(t)
+    if pa.types.is_timestamp(t) and t.tz is not None:
+        return arr.cast(pa.timestamp(t.unit, "UTC")).cast(t)
+    return arr.cast(t)

@@ -1,0 +1,175 @@
+"""The compute job: plan the partitions to (re)compute, fan them out through an invoker,
+retry failed invocations, reduce to table level and publish a new version atomically."""
+from __future__ import annotations
+
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Callable
+
+from functions.partition import DEFAULT_FREQUENCY_MAX_DISTINCT
+from metastore import files
+from metastore.histogram import DEFAULT_BINS
+from metastore.reader import read_manifest
+from metastore.store import DataFile, Store
+from monostore import reduce
+from monostore.invokers import InvocationError, Invoker
+from monostore.jobs import Job, client
+
+
+@dataclass
+class Options:
+    max_bins: int = DEFAULT_BINS
+    frequency_max_distinct: int = DEFAULT_FREQUENCY_MAX_DISTINCT
+    allow_partial: bool = False
+    max_attempts: int = 3
+
+
+@dataclass
+class Report:
+    table: str
+    version: str | None = None
+    published: bool = False
+    row_count: int = 0
+    computed: int = 0
+    reused: int = 0
+    removed: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    retries: int = 0
+    seconds: float = 0.0
+
+    def as_json(self) -> dict:
+        return {"table": self.table, "version": self.version, "published": self.published,
+                "row_count": self.row_count, "computed": self.computed, "reused": self.reused,
+                "removed": self.removed, "failed": len(self.failed),
+                "failures": self.failed, "retries": self.retries,
+                "seconds": round(self.seconds, 3)}
+
+
+class ComputeFailed(Exception):
+    def __init__(self, report: Report, reason: str):
+        super().__init__(reason)
+        self.report = report
+
+
+Progress = Callable[[int, int], None]
+
+
+def default_stats_root(table_uri: str) -> str:
+    return Store(table_uri).uri_of("_lakestats")
+
+
+def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str | None = None,
+            options: Options | None = None, progress: Progress | None = None) -> Report:
+    options = options or Options()
+    started = time.monotonic()
+    table = Store(table_uri)
+    stats = Store(stats_root or default_stats_root(table_uri))
+    report = Report(table_uri)
+    data_files = {f.rel_path: f for f in table.list_files()}
+    previous = read_manifest(stats)
+    todo = [f for f in data_files.values()
+            if not stats.exists(*files.partition_dir(f.rel_path, f.fingerprint), files.STATISTICS)]
+    report.computed, report.reused = len(todo), len(data_files) - len(todo)
+    report.removed = len(set(previous["partitions"]) - set(data_files)) if previous else 0
+
+    job = Job(redis_url)
+    job.start(table=table_uri, total=len(todo))
+    try:
+        _fan_out(job, invoker, todo, table, stats, options, report, progress)
+    finally:
+        job.finish()
+    if report.failed and not options.allow_partial:
+        report.seconds = time.monotonic() - started
+        raise ComputeFailed(report, f"{len(report.failed)} of {len(data_files)} files failed; "
+                                    "no table version published (use --allow-partial to publish "
+                                    "the others)")
+    good = {p: f for p, f in data_files.items() if p not in report.failed}
+    unchanged = (previous is not None and not todo and not report.removed
+                 and set(previous["partitions"]) == set(good) and not previous.get("missing"))
+    if unchanged:
+        report.version, report.row_count = previous["version"], previous["row_count"]
+    else:
+        _publish(stats, good, report, options, redis_url)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _fan_out(job: Job, invoker: Invoker, todo: list[DataFile], table: Store, stats: Store,
+             options: Options, report: Report, progress: Progress | None) -> dict[str, dict]:
+    def event(f: DataFile) -> dict:
+        return {"action": "partition_stats", "job": job.id, "redis_url": job.redis_url,
+                "table": table.uri, "rel_path": f.rel_path, "fingerprint": f.fingerprint,
+                "stats_dir": stats.uri_of(*files.partition_dir(f.rel_path, f.fingerprint)),
+                "max_bins": options.max_bins,
+                "frequency_max_distinct": options.frequency_max_distinct}
+
+    pending: dict[Future, DataFile] = {}
+
+    def submit(f: DataFile) -> None:
+        job.attempt(f.rel_path)
+        pending[invoker.submit(event(f))] = f
+
+    for f in todo:
+        submit(f)
+    results: dict[str, dict] = {}
+    while pending:
+        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        for future in done:
+            f = pending.pop(future)
+            # the worker's own report in Redis is the truth: it survives a pool that broke
+            # after the worker finished
+            result = job.result(f.rel_path)
+            error = None if result else _error_of(future)
+            if result and result["status"] == "ok":
+                results[f.rel_path] = result
+            elif result:                       # bad data: retrying will not help
+                report.failed[f.rel_path] = result["error"]
+            elif int(job.r.hget(job.key("attempts"), f.rel_path) or 0) < options.max_attempts:
+                report.retries += 1
+                submit(f)
+                continue
+            else:
+                report.failed[f.rel_path] = f"{f.rel_path}: {error}"
+            if progress:
+                progress(len(results) + len(report.failed), len(todo))
+    return results
+
+
+def _error_of(future: Future) -> str:
+    try:
+        future.result()
+        return "worker finished without reporting a result"
+    except InvocationError as e:
+        return str(e)
+    except Exception as e:  # noqa: BLE001 - any invocation failure is reported, then retried
+        return f"{type(e).__name__}: {e}"
+
+
+def _publish(stats: Store, good: dict[str, DataFile], report: Report, options: Options,
+             redis_url: str) -> None:
+    dirs = {p: stats.child(*files.partition_dir(p, f.fingerprint)) for p, f in good.items()}
+    parts = reduce.load(dirs)
+    row_counts = {p.rel_path: files.row_count_of(p.statistics) for p in parts}
+    table_stats = reduce.reduce(parts, row_counts, options.max_bins)
+    # one publisher per statistics root at a time; the lock expires if its holder dies
+    with client(redis_url).lock(f"lakestats:lock:{stats.uri}", timeout=600, blocking_timeout=600):
+        latest = read_manifest(stats)
+        number = int(latest["version"].lstrip("v")) + 1 if latest else 1
+        version = f"v{number:06d}"
+        out = stats.child(*files.version_dir(version))
+        out.write_parquet(table_stats.frequencies, files.FREQUENCIES, row_group_size=65536)
+        out.write_parquet(table_stats.histograms, files.HISTOGRAMS)
+        out.write_parquet(table_stats.statistics, files.STATISTICS)
+        manifest = {
+            "version": version, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "table": report.table, "row_count": table_stats.row_count,
+            "schema": files.encode_schema(table_stats.schema),
+            "partitions": {p: {"size": f.size, "etag": f.etag, "fingerprint": f.fingerprint,
+                               "partition_values": f.partition_values,
+                               "row_count": row_counts[p]} for p, f in good.items()},
+            "missing": dict(report.failed),
+        }
+        out.write_bytes(files.dumps(manifest), files.MANIFEST)
+        stats.write_bytes(files.dumps({"version": version}), files.LATEST)  # the atomic switch
+    report.version, report.published, report.row_count = version, True, table_stats.row_count

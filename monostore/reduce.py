@@ -1,0 +1,179 @@
+"""Table-level statistics reduced from partition statistics.
+
+Counts, min/max and sums are exact; mean and stddev merge with Chan et al.'s pairwise formula;
+histograms re-bin exactly (metastore.histogram); frequencies add up. distinct_count is exact
+when every partition's frequencies are complete, else the merged HLL estimate.
+"""
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from decimal import Decimal
+
+import datasketches as ds
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from functions.column_stats import HLL_LG_K, Moments
+from metastore import files, histogram as hist
+from metastore import types as ty
+from metastore.store import Store
+
+
+class SchemaDriftError(Exception):
+    """Partitions disagree on a column's type in a way no widening reconciles."""
+
+
+@dataclass
+class Partition:
+    rel_path: str
+    statistics: pa.Table
+    frequencies: pa.Table
+    histograms: pa.Table
+
+    @property
+    def schema(self) -> pa.Schema:
+        return files.data_schema_of(self.statistics)
+
+
+def load(stats_dirs: dict[str, Store], threads: int = 16) -> list[Partition]:
+    def one(item):
+        rel_path, d = item
+        return Partition(rel_path, d.read_parquet(files.STATISTICS),
+                         d.read_parquet(files.FREQUENCIES), d.read_parquet(files.HISTOGRAMS))
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(one, sorted(stats_dirs.items())))
+
+
+def table_schema(parts: list[Partition]) -> pa.Schema:
+    """Union of the partitions' schemas in order of first appearance; int32 next to int64
+    widens to int64 (Arrow's permissive promotion). Irreconcilable types name the column."""
+    schemas = [p.schema for p in parts]
+    try:
+        return pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
+    except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    seen: dict[str, tuple[pa.DataType, str]] = {}
+    for p in parts:
+        for field in p.schema:
+            if field.name in seen:
+                first_type, first_path = seen[field.name]
+                try:
+                    pa.unify_schemas([pa.schema([pa.field(field.name, first_type)]),
+                                      pa.schema([field])], promote_options="permissive")
+                except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                    raise SchemaDriftError(
+                        f"column {field.name!r} is {first_type} in {first_path} but {field.type} "
+                        f"in {p.rel_path}") from None
+            else:
+                seen[field.name] = (field.type, p.rel_path)
+    raise SchemaDriftError("partitions' schemas cannot be reconciled")
+
+
+@dataclass
+class TableStats:
+    schema: pa.Schema
+    row_count: int
+    statistics: pa.Table
+    frequencies: pa.Table
+    histograms: pa.Table
+
+
+def reduce(parts: list[Partition], row_counts: dict[str, int], max_bins: int) -> TableStats:
+    schema = table_schema(parts)
+    total_rows = sum(row_counts.values())
+    rows, frequencies, histograms = [], [], []
+    by_column = [{n: i for i, n in enumerate(p.statistics["column"].to_pylist())} for p in parts]
+    for field in schema:
+        present = [(p, idx[field.name]) for p, idx in zip(parts, by_column) if field.name in idx]
+        stats = [p.statistics.slice(i, 1).to_pylist()[0] for p, i in present]
+        row = _reduce_row(field, stats, total_rows)
+        complete = bool(stats) and all(s["frequencies_complete"] for s in stats)
+        if complete:
+            counts = _sum_frequencies([p.frequencies for p, _ in present], field.name)
+            row["distinct_count"], row["distinct_count_exact"] = counts.num_rows, True
+            frequencies.append((field.name, counts))
+        row["frequencies_complete"] = complete
+        if ty.kind_of(field.type) in ty.BINNED_KINDS:
+            merged = hist.merge([files.read_histogram(p.histograms, field.name)
+                                 for p, _ in present], max_bins)
+            row["histogram_exponent"] = merged.exponent if merged else None
+            if merged:
+                histograms.append((field.name, field.type, merged))
+        rows.append(row)
+    return TableStats(schema, total_rows, files.statistics_table(rows, schema, total_rows),
+                      files.frequencies_table(frequencies), files.histograms_table(histograms))
+
+
+def _sum_frequencies(tables: list[pa.Table], column: str) -> pa.Table:
+    picked = pa.concat_tables([t.filter(pc.equal(t["column"], column)) for t in tables])
+    summed = picked.group_by("value").aggregate([("frequency", "sum")])
+    return summed.rename_columns(["value", "frequency"])
+
+
+def _reduce_row(field: pa.Field, stats: list[dict], total_rows: int) -> dict:
+    kind = ty.kind_of(field.type)
+    present_rows = sum(s["row_count"] for s in stats)
+    # rows of partitions that lack the column (added later) are nulls of the table column
+    row = {"column": field.name, "type": str(field.type), "row_count": total_rows,
+           "null_count": total_rows - present_rows + sum(s["null_count"] for s in stats)}
+    if kind == ty.OTHER:
+        return row
+    if kind == ty.FLOAT:
+        row["nan_count"] = sum(s["nan_count"] or 0 for s in stats)
+    mins = [s["min"] for s in stats if s["min"] is not None]
+    if mins:
+        row["min"] = ty.scalar_text(pc.min(ty.from_text(mins, field.type)))
+        row["max"] = ty.scalar_text(pc.max(ty.from_text(
+            [s["max"] for s in stats if s["max"] is not None], field.type)))
+    if kind in ty.NUMERIC_KINDS:
+        _reduce_moments(row, stats, kind)
+    if kind in ty.LENGTH_KINDS:
+        sized = [s for s in stats if s["min_length"] is not None]
+        if sized:
+            n = [s["row_count"] - s["null_count"] for s in sized]
+            row["min_length"] = min(s["min_length"] for s in sized)
+            row["max_length"] = max(s["max_length"] for s in sized)
+            row["avg_length"] = sum(s["avg_length"] * k for s, k in zip(sized, n)) / sum(n)
+    if kind == ty.BOOLEAN:
+        row["true_count"] = sum(s["true_count"] or 0 for s in stats)
+    _reduce_sketches(row, stats)
+    return row
+
+
+def _reduce_moments(row: dict, stats: list[dict], kind: str) -> None:
+    with_values = [s for s in stats if s["sum"] is not None]
+    if not with_values:
+        return
+    parse = {ty.INTEGER: int, ty.DECIMAL: Decimal, ty.FLOAT: float}[kind]
+    total = sum(parse(s["sum"]) for s in with_values)
+    moments = Moments()
+    for s in with_values:
+        n = s["row_count"] - s["null_count"] - (s["nan_count"] or 0)
+        sd = s["stddev"]
+        moments.merge(Moments(n, s["mean"], (sd * sd * (n - 1)) if sd is not None else 0.0))
+    if kind == ty.FLOAT:
+        row["sum"], row["mean"] = ty.scalar_text(pa.scalar(total, pa.float64())), moments.mean
+    else:   # exact: int / int and Decimal / int round once
+        row["sum"], row["mean"] = str(total), float(total / moments.n)
+    row["stddev"] = moments.stddev
+
+
+def _reduce_sketches(row: dict, stats: list[dict]) -> None:
+    union = ds.hll_union(HLL_LG_K)
+    kll = None
+    for s in stats:
+        if s["ndv_sketch"]:
+            union.update(ds.hll_sketch.deserialize(s["ndv_sketch"]))
+        if s["quantile_sketch"]:
+            sketch = ds.kll_doubles_sketch.deserialize(s["quantile_sketch"])
+            kll = sketch if kll is None else (kll.merge(sketch) or kll)
+    merged = union.get_result()
+    row["ndv_sketch"] = merged.serialize_compact()
+    row["distinct_count"] = round(merged.get_estimate())
+    row["distinct_count_exact"] = len(stats) == 1 and stats[0]["distinct_count_exact"]
+    if len(stats) == 1:
+        row["distinct_count"] = stats[0]["distinct_count"]
+    if kll is not None:
+        row["quantile_sketch"] = kll.serialize()
