@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-out = Console()
+out = Console(width=None if Console().is_terminal else 160)   # pipes get a wide page
 err = Console(stderr=True)
 SHOWN = ("column", "type", "row_count", "null_count", "nan_count", "distinct_count", "min", "max",
          "mean", "stddev")

@@ -1,0 +1,63 @@
+"""Shared fixtures: one embedded redis-server, one moto S3 server over HTTP, one worker pool."""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+import pytest
+
+from infra.redis_server import EmbeddedRedis
+from monostore.coordinator import Options, compute
+from monostore.invokers.local import LocalInvoker
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    server = EmbeddedRedis().start()
+    yield server.url
+    server.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """moto's S3 server on loopback; set in the environment before any worker process spawns."""
+    from moto.server import ThreadedMotoServer
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)   # one log line per request
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
+                                            "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing",
+                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    yield endpoint
+    server.stop()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def invoker(s3_endpoint):
+    # depends on s3_endpoint so that spawned workers inherit the endpoint variables
+    with LocalInvoker(workers=2) as inv:
+        yield inv
+
+
+@pytest.fixture
+def run(invoker, redis_url):
+    """compute(table) with the shared pool and Redis; keyword arguments go to Options."""
+    def _run(table: str, stats_root: str | None = None, **options):
+        return compute(str(table), invoker, redis_url, stats_root=stats_root,
+                       options=Options(**options))
+    return _run

@@ -1,0 +1,90 @@
+"""The command-line contract: JSON shapes other tools build on, and one-line errors."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.tables import mixed, write
+
+LAKESTATS = [sys.executable, "-m", "lakestats.cli"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}   # embedded Redis
+    return subprocess.run([*LAKESTATS, *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    write(root / "year=2024" / "a.parquet", mixed(3000, seed=1))
+    write(root / "year=2025" / "b.parquet", mixed(2000, seed=2))
+    done = cli("compute", root, "--json")
+    assert done.returncode == 0, done.stderr
+    assert {k: json.loads(done.stdout)[k] for k in ("computed", "reused", "removed", "failed")} \
+        == {"computed": 2, "reused": 0, "removed": 0, "failed": 0}
+    return root
+
+
+def test_show_json(table):
+    out = json.loads(cli("show", table, "--json").stdout)
+    assert (out["row_count"], out["version"], out["partitions"]) == (5000, "v000001", 2)
+    assert [c["column"] for c in out["columns"]] == ["id", "qty", "price", "city", "day"]
+    day = out["columns"][4]
+    assert {"column", "type", "row_count", "null_count", "nan_count", "distinct_count", "min",
+            "max", "mean", "stddev"} <= set(day)
+    data = pq.read_table(table / "year=2024" / "a.parquet")
+    one = json.loads(cli("show", table, "--partition", "year=2024/a.parquet", "--columns",
+                         "day,qty", "--json").stdout)
+    assert [c["column"] for c in one["columns"]] == ["qty", "day"]
+    assert one["row_count"] == 3000
+    assert one["columns"][1]["min"] == data["day"].combine_chunks().sort()[0].as_py().isoformat()
+
+
+def test_partitions_and_histogram_json(table):
+    parts = json.loads(cli("partitions", table, "--json").stdout)["partitions"]
+    assert [(p["path"], p["partition_values"], p["row_count"]) for p in parts] == [
+        ("year=2024/a.parquet", {"year": "2024"}, 3000),
+        ("year=2025/b.parquet", {"year": "2025"}, 2000)]
+    hist = json.loads(cli("histogram", table, "qty", "--json").stdout)
+    assert hist["column"] == "qty"
+    assert sum(b["count"] for b in hist["bins"]) == 5000
+    assert all(set(b) == {"lower", "upper", "count"} for b in hist["bins"])
+    drawn = cli("histogram", table, "day")
+    assert drawn.returncode == 0 and "█" in drawn.stdout
+
+
+@pytest.mark.parametrize("args, names", [
+    (["show", "{table}/nowhere"], "no statistics"),
+    (["histogram", "{table}", "city"], "'city'"),
+    (["show", "{table}", "--partition", "year=2030/x.parquet"], "year=2030/x.parquet"),
+    (["show", "{table}", "--columns", "nope"], "'nope'"),
+])
+def test_errors_are_one_line(table, args, names):
+    done = cli(*[a.format(table=table) for a in args])
+    assert done.returncode != 0
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert names in done.stderr
+
+
+def test_compute_names_each_bad_file(tmp_path):
+    write(tmp_path / "good.parquet", mixed(100, seed=1))
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 garbage")
+    done = cli("compute", tmp_path, "--json", "--quiet")
+    assert done.returncode != 0
+    assert "bad.parquet" in done.stderr and "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["failed"] == 1
+    assert not (tmp_path / "_lakestats" / "LATEST").exists()
+
+
+def test_help_answers():
+    done = cli("--help")
+    assert done.returncode == 0
+    for command in ("compute", "show", "partitions", "histogram"):
+        assert command in done.stdout

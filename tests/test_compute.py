@@ -1,0 +1,142 @@
+"""compute end to end: S3 over HTTP, incremental runs, bad input, schema drift, atomic versions."""
+from __future__ import annotations
+
+import json
+
+import boto3
+import duckdb
+import pyarrow as pa
+import pytest
+
+from metastore.reader import TableStatistics, read_manifest
+from metastore.store import Store
+from monostore.coordinator import ComputeFailed
+from monostore.reduce import SchemaDriftError
+from tests.tables import mixed, statistics_without_sketches, write
+
+
+def table_stats(root) -> TableStatistics:
+    return TableStatistics(f"{root}/_lakestats")
+
+
+def oracle(root, column: str) -> dict:
+    """DuckDB over the table's data files (not the statistics beside them)."""
+    paths = [f"{root}/{f.rel_path}" for f in Store(str(root)).list_files()]
+    row = duckdb.sql(f"""select count(*), count({column}), min({column}), max({column}),
+                                count(distinct {column}) from read_parquet({paths!r})""").fetchall()[0]
+    return dict(zip(["rows", "non_null", "min", "max", "distinct"], row))
+
+
+def test_s3_table_matches_local_table_and_oracle(tmp_path, s3_endpoint, run):
+    """The same files, once in a local directory and once on S3 (moto's server over HTTP, Hive
+    directories, keys that need URL encoding, hidden files): the statistics are identical."""
+    local = tmp_path / "local"
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="lake")
+    for i, key in enumerate(["region=eu/a b.parquet", "region=us+ca/c%d.parquet",
+                             "region=us+ca/sub/d.parquet"]):
+        path = write(local / key, mixed(3000 + 500 * i, seed=i))
+        s3.upload_file(str(path), "lake", f"orders/{key}")
+    s3.put_object(Bucket="lake", Key="orders/_SUCCESS", Body=b"")
+    s3.put_object(Bucket="lake", Key="orders/.hidden/x.parquet", Body=b"not parquet")
+
+    assert run(local).published
+    report = run("s3://lake/orders")
+    assert (report.computed, report.failed, report.row_count) == (3, {}, 10500)
+
+    on_s3, on_disk = TableStatistics("s3://lake/orders/_lakestats"), table_stats(local)
+    assert statistics_without_sketches(on_s3.statistics()) == \
+        statistics_without_sketches(on_disk.statistics())
+    assert on_s3.histogram("price") == on_disk.histogram("price")
+    assert {p["path"]: p["partition_values"] for p in on_s3.partitions()} == {
+        "region=eu/a b.parquet": {"region": "eu"},
+        "region=us+ca/c%d.parquet": {"region": "us+ca"},
+        "region=us+ca/sub/d.parquet": {"region": "us+ca"}}
+    cols = {c["column"]: c for c in on_s3.summary()["columns"]}
+    for name in ("id", "qty", "city", "day"):
+        expected = oracle(local, name)
+        assert cols[name]["row_count"] == expected["rows"]
+        assert cols[name]["null_count"] == expected["rows"] - expected["non_null"]
+        assert cols[name]["distinct_count"] == expected["distinct"]
+        assert cols[name]["min"] == str(expected["min"])
+        assert cols[name]["max"] == str(expected["max"])
+
+
+def test_incremental_compute_reuses_unchanged_partitions(tmp_path, run):
+    for i in range(4):
+        write(tmp_path / f"p{i}.parquet", mixed(2000, seed=i))
+    first = run(tmp_path)
+    assert (first.computed, first.reused, first.version) == (4, 0, "v000001")
+
+    write(tmp_path / "p4.parquet", mixed(1000, seed=4))                  # new file
+    write(tmp_path / "p0.parquet", mixed(1500, seed=10))                 # changed file
+    (tmp_path / "p1.parquet").unlink()                                   # removed file
+    second = run(tmp_path)
+    assert (second.computed, second.reused, second.removed) == (2, 2, 1)
+    assert second.version == "v000002"
+
+    again = run(tmp_path)
+    assert (again.computed, again.reused, again.version, again.published) == (0, 4, "v000002", False)
+
+    fresh_root = tmp_path.parent / f"{tmp_path.name}-fresh"
+    run(tmp_path, stats_root=str(fresh_root))
+    incremental, fresh = table_stats(tmp_path), TableStatistics(str(fresh_root))
+    assert statistics_without_sketches(incremental.statistics()) == \
+        statistics_without_sketches(fresh.statistics())
+    assert incremental.summary()["row_count"] == 1500 + 2000 + 2000 + 1000
+
+
+def test_bad_files_fail_alone_and_block_publication(tmp_path, run):
+    write(tmp_path / "good.parquet", mixed(1000, seed=1))
+    run(tmp_path)
+    good = (tmp_path / "good2.parquet")
+    write(good, mixed(1000, seed=2))
+    write(tmp_path / "empty.parquet", mixed(0, seed=3))                  # zero rows: valid
+    whole = write(tmp_path / "cut.parquet", mixed(1000, seed=4)).read_bytes()
+    (tmp_path / "cut.parquet").write_bytes(whole[: len(whole) // 2])       # truncated
+    (tmp_path / "notes.parquet").write_text("this is not parquet")
+
+    with pytest.raises(ComputeFailed) as failed:
+        run(tmp_path)
+    reasons = failed.value.report.failed
+    assert sorted(reasons) == ["cut.parquet", "notes.parquet"]
+    assert all(path in reason for path, reason in reasons.items())
+    # nothing published: readers still see version 1 over the first file only
+    assert table_stats(tmp_path).summary()["version"] == "v000001"
+    assert table_stats(tmp_path).summary()["row_count"] == 1000
+
+    partial = run(tmp_path, allow_partial=True)
+    assert partial.published and partial.reused == 3        # good, good2, empty kept from before
+    summary = table_stats(tmp_path).summary()
+    assert summary["row_count"] == 2000
+    assert sorted(summary["missing"]) == ["cut.parquet", "notes.parquet"]
+    assert table_stats(tmp_path).summary(partition="empty.parquet")["row_count"] == 0
+
+
+def test_schema_drift_widens_or_names_the_column(tmp_path, run):
+    write(tmp_path / "a.parquet", pa.table({"k": pa.array([1, 2], pa.int32())}))
+    write(tmp_path / "b.parquet", pa.table({"k": pa.array([2**40, None], pa.int64()),
+                                            "added": ["x", "y"]}))
+    run(tmp_path)
+    cols = {c["column"]: c for c in table_stats(tmp_path).summary()["columns"]}
+    assert cols["k"]["type"] == "int64" and cols["k"]["max"] == str(2**40)
+    assert cols["k"]["sum"] == str(1 + 2 + 2**40)
+    # rows of a.parquet have no 'added': they are nulls of the table column
+    assert (cols["added"]["row_count"], cols["added"]["null_count"]) == (4, 2)
+
+    write(tmp_path / "c.parquet", pa.table({"k": ["text"]}))
+    with pytest.raises(SchemaDriftError, match=r"'k'.*c\.parquet"):
+        run(tmp_path)
+    assert table_stats(tmp_path).summary()["version"] == "v000001"
+
+
+def test_versions_are_published_whole(tmp_path, run):
+    """LATEST names a version only after all of that version's files exist."""
+    write(tmp_path / "a.parquet", mixed(500, seed=1))
+    run(tmp_path)
+    stats = Store(f"{tmp_path}/_lakestats")
+    manifest = read_manifest(stats)
+    for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet",
+                 "manifest.json"):
+        assert stats.exists("versions", manifest["version"], name)
+    assert json.loads(stats.read_bytes("LATEST")) == {"version": manifest["version"]}
