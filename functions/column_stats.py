@@ -26,8 +26,17 @@ def binning_values(arr: pa.Array) -> np.ndarray:
     if pa.types.is_temporal(t):
         width = pa.int32() if t.bit_width == 32 else pa.int64()
         return arr.view(width).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    values = arr.cast(pa.float64()).to_numpy(zero_copy_only=False)
+    values = arr.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
     return values[~np.isnan(values)] if pa.types.is_floating(t) else values
+
+
+def min_max(values: pa.Array) -> list[pa.Scalar]:
+    """[min, max] of non-null values; durations compare as their integer counts."""
+    if pa.types.is_duration(values.type):
+        mm = pc.min_max(values.view(pa.int64()))
+        return [pa.scalar(mm[k].as_py(), pa.int64()).cast(values.type) for k in ("min", "max")]
+    mm = pc.min_max(values)
+    return [mm["min"], mm["max"]]
 
 
 def exact_int_sum(arr: pa.Array) -> int:
@@ -72,8 +81,8 @@ class Moments:
     def of(cls, values: np.ndarray, mean: float | None = None) -> "Moments":
         if values.size == 0:
             return cls()
-        m = float(values.mean()) if mean is None else mean
-        with np.errstate(invalid="ignore", over="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):   # inf - inf is NaN, by design
+            m = float(values.mean()) if mean is None else mean
             m2 = float(np.square(values - m).sum()) if math.isfinite(m) else math.nan
         return cls(values.size, m, m2)
 
@@ -118,8 +127,7 @@ class ColumnStats:
                 values = values.filter(pc.invert(nan))
         if len(values) == 0:
             return
-        mm = pc.min_max(values)
-        self.extremes += [mm["min"], mm["max"]]
+        self.extremes += min_max(values)
         if self.kind == ty.BOOLEAN:
             self.true_count += pc.sum(values).as_py()
         elif self.kind in ty.LENGTH_KINDS:
@@ -137,7 +145,7 @@ class ColumnStats:
             self.kll.update(np.require(binned, np.float64, ['C', 'W']))  # nanobind wants writable
 
     def _add_moments(self, values: pa.Array) -> None:
-        as_float = values.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        as_float = values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
         if self.kind == ty.INTEGER:
             exact = exact_int_sum(values)
             self.sum += exact
@@ -162,8 +170,8 @@ class ColumnStats:
         if self.kind == ty.FLOAT:
             row["nan_count"] = self.nan_count
         if self.extremes:
-            mm = pc.min_max(pa.array(self.extremes, self.extremes[0].type))
-            row["min"], row["max"] = ty.scalar_text(mm["min"]), ty.scalar_text(mm["max"])
+            low, high = min_max(pa.array(self.extremes, self.extremes[0].type))
+            row["min"], row["max"] = ty.scalar_text(low), ty.scalar_text(high)
         n = self.row_count - self.null_count - self.nan_count
         if self.kind in ty.NUMERIC_KINDS and n:
             row["sum"] = _number_text(self.sum)

@@ -2,6 +2,8 @@
 local process pool, Spark tasks and Lambda all run exactly this code."""
 from __future__ import annotations
 
+import os
+
 from functions import partition
 from functions.partition import PartitionError
 from metastore.store import Store
@@ -15,10 +17,10 @@ def partition_stats(event: dict) -> dict:
     base = {"rel_path": rel_path, "fingerprint": event["fingerprint"]}
     try:
         stats = partition.compute(Store(event["table"]), rel_path,
-                                  max_bins=event.get("max_bins", partition.DEFAULT_BINS),
-                                  frequency_max_distinct=event.get(
-                                      "frequency_max_distinct",
-                                      partition.DEFAULT_FREQUENCY_MAX_DISTINCT))
+                                  max_bins=_option(event, "max_bins", "LAKESTATS_BINS"),
+                                  frequency_max_distinct=_option(
+                                      event, "frequency_max_distinct",
+                                      "LAKESTATS_FREQUENCY_MAX_DISTINCT"))
     except PartitionError as e:
         result = {**base, "status": "failed", "error": str(e)}
     else:
@@ -27,6 +29,13 @@ def partition_stats(event: dict) -> dict:
     if event.get("job"):
         Job(event["redis_url"], event["job"]).report(rel_path, result)
     return result
+
+
+def _option(event: dict, key: str, env: str) -> int:
+    """The event's option, else the function's environment (template.yaml), else the default."""
+    defaults = {"max_bins": partition.DEFAULT_BINS,
+                "frequency_max_distinct": partition.DEFAULT_FREQUENCY_MAX_DISTINCT}
+    return int(event.get(key) or os.environ.get(env) or defaults[key])
 
 
 HANDLERS = {"partition_stats": partition_stats}
