@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metastore import files
+from metastore import files, schema
 from metastore.store import Store
 
 
@@ -43,8 +43,13 @@ class TableStatistics:
                                "(see lakestats partitions)")
         return self.stats.child(*files.partition_dir(partition.strip("/"), entry["fingerprint"]))
 
-    def statistics(self, partition: str | None = None, columns: list[str] | None = None) -> pa.Table:
-        table = self._dir(partition).read_parquet(files.STATISTICS)
+    def statistics(self, partition: str | None = None, columns: list[str] | None = None,
+                   sketches: bool = True) -> pa.Table:
+        """statistics.parquet rows (of `columns` only, if given); sketches=False skips reading
+        the sketch columns, the bulk of the file."""
+        names = None if sketches else [n for n in schema.STATISTIC_NAMES
+                                       if n not in schema.SKETCH_NAMES]
+        table = self._dir(partition).read_parquet(files.STATISTICS, columns=names)
         if columns:
             unknown = sorted(set(columns) - set(table["column"].to_pylist()))
             if unknown:
@@ -68,7 +73,7 @@ class TableStatistics:
 
     def summary(self, partition: str | None = None, columns: list[str] | None = None) -> dict:
         """The object `lakestats show --json` prints."""
-        table = self.statistics(partition, columns)
+        table = self.statistics(partition, columns, sketches=False)
         out = {"version": self.version}
         if partition is None:
             out.update(row_count=self.manifest["row_count"],

@@ -173,3 +173,7 @@ def _publish(stats: Store, good: dict[str, DataFile], report: Report, options: O
         out.write_bytes(files.dumps(manifest), files.MANIFEST)
         stats.write_bytes(files.dumps({"version": version}), files.LATEST)  # the atomic switch
     report.version, report.published, report.row_count = version, True, table_stats.row_count
+    # partition statistics of files since changed or removed are no longer referenced
+    for path, entry in (latest or {}).get("partitions", {}).items():
+        if path not in good or good[path].fingerprint != entry["fingerprint"]:
+            stats.delete_dir(*files.partition_dir(path, entry["fingerprint"]))

@@ -74,6 +74,10 @@ def test_incremental_compute_reuses_unchanged_partitions(tmp_path, run):
     second = run(tmp_path)
     assert (second.computed, second.reused, second.removed) == (2, 2, 1)
     assert second.version == "v000002"
+    # statistics of the removed file and of p0's old contents are gone; one directory per file
+    partitions = tmp_path / "_lakestats" / "partitions"
+    assert sorted(p.parent.name for p in partitions.glob("*/*")) == \
+        ["p0.parquet", "p2.parquet", "p3.parquet", "p4.parquet"]
 
     again = run(tmp_path)
     assert (again.computed, again.reused, again.version, again.published) == (0, 4, "v000002", False)
