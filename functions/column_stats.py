@@ -196,14 +196,20 @@ class ColumnStats:
         return row, frequencies, histogram
 
     def _merged_value_counts(self) -> pa.Table:
-        parts = [pa.Table.from_struct_array(vc) for vc in self.value_counts]
-        if not parts:
+        """The row groups' value counts summed: one hash pass (dictionary_encode) and a bincount,
+        several times faster than a group-by."""
+        if not self.value_counts:
             return pa.table({"value": pa.array([], ty.value_type(self.type)),
                              "count": pa.array([], pa.int64())})
-        if len(parts) == 1:
-            return parts[0].rename_columns(["value", "count"])
-        merged = pa.concat_tables(parts).group_by("values").aggregate([("counts", "sum")])
-        return merged.select(["values", "counts_sum"]).rename_columns(["value", "count"])
+        if len(self.value_counts) == 1:
+            values, counts = self.value_counts[0].flatten()
+            return pa.table({"value": values, "count": counts})
+        values = pa.concat_arrays([vc.field(0) for vc in self.value_counts])
+        counts = np.concatenate([vc.field(1).to_numpy() for vc in self.value_counts])
+        encoded = pc.dictionary_encode(values)
+        summed = np.bincount(encoded.indices.to_numpy(), weights=counts,
+                             minlength=len(encoded.dictionary))   # exact below 2**53 rows
+        return pa.table({"value": encoded.dictionary, "count": summed.astype(np.int64)})
 
 
 def ndv_sketch(values: pa.Array) -> ds.hll_sketch:
