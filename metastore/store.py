@@ -5,6 +5,7 @@ same code talks to AWS, moto's server or localstack.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import uuid
@@ -107,9 +108,9 @@ class Store:
     def write_bytes(self, data: bytes, *parts: str) -> None:
         """Readers see the old object or the new one: S3 PUTs are atomic; locally we rename."""
         path = self.path(*parts)
-        if self.is_s3:
-            with self.fs.open_output_stream(path) as f:
-                f.write(data)
+        if self.is_s3:   # one PUT (a multipart upload would notify ObjectCreated twice)
+            bucket, _, key = path.partition("/")
+            s3_client().put_object(Bucket=bucket, Key=key, Body=data)
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
@@ -147,5 +148,10 @@ def s3_filesystem() -> pafs.S3FileSystem:
 
 
 def s3_client():
+    return _s3_client(endpoint_url())
+
+
+@functools.lru_cache(maxsize=None)
+def _s3_client(endpoint: str | None):
     import boto3
-    return boto3.client("s3", endpoint_url=endpoint_url())
+    return boto3.client("s3", endpoint_url=endpoint)
