@@ -21,7 +21,7 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q tests
 
 bench: $(VENV)/.installed-bench
-	$(BIN)/python benchmarks/compute_vs_peers.py
+	$(BIN)/python benchmarks/bench_compute.py
 
 clean:
 	rm -rf $(VENV) .demo

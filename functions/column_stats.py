@@ -152,7 +152,7 @@ class ColumnStats:
             self.moments.merge(Moments.of(as_float, exact / len(values)))
         elif self.kind == ty.DECIMAL:
             wide = values.cast(pa.decimal256(76, values.type.scale))   # no overflow
-            self.sum += pc.sum(wide).as_py()
+            self.sum = ty.EXACT_DECIMALS.add(self.sum, pc.sum(wide).as_py())
             self.moments.merge(Moments.of(as_float))
         else:
             with np.errstate(invalid="ignore", over="ignore"):

@@ -99,8 +99,10 @@ def histogram_column(h: hist.Histogram, arrow_type: pa.DataType) -> tuple[pa.Fie
     cell = pa.StructArray.from_arrays(
         [_edges_array(lowers, etype), _edges_array(uppers, etype), pa.array(counts, pa.int64())],
         names=["lower", "upper", "count"])
+    low_key, high_key = schema.HISTOGRAM_RANGE_KEYS
     field = pa.field("", schema.histogram_cell_type(etype), metadata={
-        schema.HISTOGRAM_EXPONENT_KEY: str(h.exponent), schema.HISTOGRAM_START_KEY: str(h.start)})
+        schema.HISTOGRAM_EXPONENT_KEY: str(h.exponent), schema.HISTOGRAM_START_KEY: str(h.start),
+        low_key: repr(h.low), high_key: repr(h.high)})
     return field, cell
 
 
@@ -143,9 +145,11 @@ def read_histogram(table: pa.Table, name: str) -> hist.Histogram | None:
         neg_inf, pos_inf = int(counts[neg].sum()), int(counts[pos].sum())
         counts = counts[~(neg | pos)]
     meta = field.metadata or {}
+    number = float if float_domain else int
+    low, high = (None if meta[k] == b"None" else number(meta[k]) for k in schema.HISTOGRAM_RANGE_KEYS)
     return hist.Histogram(int(meta[schema.HISTOGRAM_EXPONENT_KEY]),
                           int(meta[schema.HISTOGRAM_START_KEY]), counts, neg_inf, pos_inf,
-                          float_domain)
+                          float_domain, low, high)
 
 
 def histogram_bins(table: pa.Table, name: str) -> list[dict]:

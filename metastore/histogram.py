@@ -26,6 +26,8 @@ class Histogram:
     # floats need their own lower bound on the exponent: the grid never goes finer than the
     # spacing of floats around the largest magnitude, so bin indices stay exact in int64
     float_domain: bool = field(default=False)
+    low: int | float | None = None   # smallest and largest binned (finite) value
+    high: int | float | None = None
 
     @property
     def total(self) -> int:
@@ -58,7 +60,7 @@ def build(values: np.ndarray, max_bins: int = DEFAULT_BINS) -> Histogram | None:
     idx = values >> values.dtype.type(e)
     first = int(idx.min())
     counts = np.bincount((idx - idx.dtype.type(first)).astype(np.int64), minlength=_span(lo, hi, e))
-    return Histogram(e, first, counts.astype(np.int64))
+    return Histogram(e, first, counts.astype(np.int64), low=lo, high=hi)
 
 
 def _float_floor_exponent(magnitude: float) -> int:
@@ -82,7 +84,8 @@ def _build_float(values: np.ndarray, max_bins: int) -> Histogram | None:
     idx = np.floor(np.ldexp(values, -e)).astype(np.int64)
     first = int(idx.min())
     counts = np.bincount(idx - first, minlength=_span_float(lo, hi, e))
-    return Histogram(e, first, counts.astype(np.int64), neg_inf, pos_inf, float_domain=True)
+    return Histogram(e, first, counts.astype(np.int64), neg_inf, pos_inf, float_domain=True,
+                     low=lo, high=hi)
 
 
 def _span_float(lo: float, hi: float, e: int) -> int:
@@ -118,16 +121,22 @@ def merge(histograms: list[Histogram | None], max_bins: int = DEFAULT_BINS) -> H
         else:                                  # a grid this much coarser holds all in 1-2 bins
             offsets = np.array([(rem + j) >> s for j in range(h.counts.size)], np.int64)
         np.add.at(counts, offsets + (base - lo), h.counts)
-    return Histogram(e, lo, counts, neg_inf, pos_inf, float_domain)
+    return Histogram(e, lo, counts, neg_inf, pos_inf, float_domain,
+                     low=min(h.low for h in binned), high=max(h.high for h in binned))
 
 
 def edges(h: Histogram) -> tuple[list, list]:
     """Lower and upper edges of each bin as Python numbers (ints, or floats in the float domain).
-    Integer bins are closed [lower, upper]; float bins are half-open [lower, upper)."""
+    Integer bins are closed [lower, upper] and clipped to the values' range; float bins are
+    half-open [lower, upper)."""
     idx = range(h.start, h.start + h.counts.size)
     if h.float_domain:
         return ([_ldexp(i, h.exponent) for i in idx], [_ldexp(i + 1, h.exponent) for i in idx])
-    return [i << h.exponent for i in idx], [((i + 1) << h.exponent) - 1 for i in idx]
+    lowers = [i << h.exponent for i in idx]
+    uppers = [((i + 1) << h.exponent) - 1 for i in idx]
+    if lowers:
+        lowers[0], uppers[-1] = max(lowers[0], h.low), min(uppers[-1], h.high)
+    return lowers, uppers
 
 
 def _ldexp(i: int, e: int) -> float:

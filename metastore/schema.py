@@ -55,9 +55,11 @@ FREQUENCIES_SCHEMA = pa.schema([
 # floats and decimals bin their float64 value (a bin holds lower <= v < upper). Infinities get
 # bins of their own with lower = upper = -inf or +inf. Because every grid nests in any coarser
 # one, partition histograms re-bin into the table's exactly: the table histogram equals the one
-# computed over all the rows at once. Field metadata keeps the grid: exponent and first bin index.
+# computed over all the rows at once. Field metadata keeps the grid (exponent, first bin index)
+# and the binned values' range (integer bins' outer edges are clipped to it).
 HISTOGRAM_EXPONENT_KEY = b"lakestats.exponent"
 HISTOGRAM_START_KEY = b"lakestats.first_bin"
+HISTOGRAM_RANGE_KEYS = (b"lakestats.low", b"lakestats.high")   # smallest, largest binned value
 
 
 def histogram_cell_type(edge_type: pa.DataType) -> pa.DataType:

@@ -6,11 +6,16 @@ zoned), the shortest round-trip text for floats, exact decimal text, lowercase h
 """
 from __future__ import annotations
 
+import decimal
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
 BOOLEAN, INTEGER, FLOAT, DECIMAL, TEMPORAL, STRING, BINARY, OTHER = (
     "boolean", "integer", "float", "decimal", "temporal", "string", "binary", "other")
+
+# decimal256 holds 76 digits; Python's default context would round sums to 28
+EXACT_DECIMALS = decimal.Context(prec=120)
 
 NUMERIC_KINDS = (INTEGER, FLOAT, DECIMAL)            # sum, mean, stddev
 BINNED_KINDS = (INTEGER, FLOAT, DECIMAL, TEMPORAL)   # histograms and KLL sketches
@@ -113,6 +118,11 @@ def from_text(texts: list[str | None], t: pa.DataType) -> pa.Array:
         return pc.equal(arr, "true")
     if pa.types.is_duration(t):
         return arr.cast(pa.int64()).cast(t)
-    if pa.types.is_timestamp(t) and t.tz is not None:
-        return arr.cast(pa.timestamp(t.unit, "UTC")).cast(t)
+    if pa.types.is_time(t):        # Arrow cannot cast text to time: parse it as a time on 1970-01-01
+        stamps = pc.binary_join_element_wise("1970-01-01T", arr, "")
+        ticks = from_text(stamps.to_pylist(), pa.timestamp(t.unit)).cast(pa.int64())
+        return (ticks.cast(pa.int32()) if t.bit_width == 32 else ticks).view(t)
+    if pa.types.is_timestamp(t):   # text always has fractional digits: parse finely, then narrow
+        fine = pa.timestamp("ns" if t.unit == "ns" else "us", None if t.tz is None else "UTC")
+        return arr.cast(fine).cast(t)
     return arr.cast(t)

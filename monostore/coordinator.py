@@ -81,9 +81,10 @@ def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str
         job.finish()
     if report.failed and not options.allow_partial:
         report.seconds = time.monotonic() - started
-        raise ComputeFailed(report, f"{len(report.failed)} of {len(data_files)} files failed; "
-                                    "no table version published (use --allow-partial to publish "
-                                    "the others)")
+        first = next(iter(report.failed.values()))
+        raise ComputeFailed(report, f"{len(report.failed)} of {len(data_files)} files failed "
+                                    f"(first: {first}); no table version published "
+                                    "(--allow-partial publishes the others)")
     good = {p: f for p, f in data_files.items() if p not in report.failed}
     unchanged = (previous is not None and not todo and not report.removed
                  and set(previous["partitions"]) == set(good) and not previous.get("missing"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+import decimal
 from decimal import Decimal
 
 import datasketches as ds
@@ -147,7 +148,8 @@ def _reduce_moments(row: dict, stats: list[dict], kind: str) -> None:
     if not with_values:
         return
     parse = {ty.INTEGER: int, ty.DECIMAL: Decimal, ty.FLOAT: float}[kind]
-    total = sum(parse(s["sum"]) for s in with_values)
+    with decimal.localcontext(ty.EXACT_DECIMALS):
+        total = sum(parse(s["sum"]) for s in with_values)
     moments = Moments()
     for s in with_values:
         n = s["row_count"] - s["null_count"] - (s["nan_count"] or 0)
