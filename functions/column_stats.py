@@ -1,6 +1,7 @@
 """Statistics of one column of one partition, accumulated chunk by chunk with Arrow kernels."""
 from __future__ import annotations
 
+import collections
 import math
 from decimal import Decimal
 
@@ -37,6 +38,22 @@ def min_max(values: pa.Array) -> list[pa.Scalar]:
         return [pa.scalar(mm[k].as_py(), pa.int64()).cast(values.type) for k in ("min", "max")]
     mm = pc.min_max(values)
     return [mm["min"], mm["max"]]
+
+
+def value_counts(values: pa.Array) -> pa.StructArray:
+    """pc.value_counts, with decimals of up to 18 digits hashed as their unscaled int64
+    (Arrow hashes decimal128 several times slower than int64)."""
+    t = values.type
+    if not (pa.types.is_decimal128(t) and t.precision <= 18) or values.null_count:
+        return pc.value_counts(values)
+    words = np.frombuffer(values.buffers()[1], np.int64)
+    low = words[2 * values.offset: 2 * (values.offset + len(values)): 2]  # high word: sign only
+    counted = pc.value_counts(pa.array(low))
+    keys = counted.field(0).to_numpy()
+    storage = np.empty(2 * len(keys), np.int64)
+    storage[0::2], storage[1::2] = keys, keys >> 63
+    decimals = pa.Array.from_buffers(t, len(keys), [None, pa.py_buffer(storage)])
+    return pa.StructArray.from_arrays([decimals, counted.field(1)], names=["values", "counts"])
 
 
 def exact_int_sum(arr: pa.Array) -> int:
@@ -110,7 +127,6 @@ class ColumnStats:
         self.moments = Moments()
         self.lengths = [None, None, 0]         # min, max, total
         self.histograms: list[hist.Histogram | None] = []
-        self.kll = ds.kll_doubles_sketch(KLL_K) if self.kind in ty.BINNED_KINDS else None
 
     def add(self, arr: pa.Array) -> None:
         self.row_count += len(arr)
@@ -118,7 +134,7 @@ class ColumnStats:
         if self.kind == ty.OTHER or arr.null_count == len(arr):
             return
         values = ty.normalize(arr.drop_null() if arr.null_count else arr)
-        self.value_counts.append(pc.value_counts(values))
+        self.value_counts.append(value_counts(values))
         if self.kind == ty.FLOAT:
             nan = pc.is_nan(values)
             nans = pc.sum(nan).as_py()
@@ -142,7 +158,6 @@ class ColumnStats:
         if self.kind in ty.BINNED_KINDS:
             binned = binning_values(values)
             self.histograms.append(hist.build(binned, self.max_bins))
-            self.kll.update(np.require(binned, np.float64, ['C', 'W']))  # nanobind wants writable
 
     def _add_moments(self, values: pa.Array) -> None:
         as_float = values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
@@ -182,17 +197,18 @@ class ColumnStats:
             row["avg_length"] = self.lengths[2] / n
         if self.kind == ty.BOOLEAN:
             row["true_count"] = self.true_count
-        row["ndv_sketch"] = ndv_sketch(counts["value"]).serialize_compact()
         histogram = None
         if self.kind in ty.BINNED_KINDS:
             histogram = hist.merge(self.histograms, self.max_bins)
             row["histogram_exponent"] = histogram.exponent if histogram else None
-            row["quantile_sketch"] = self.kll.serialize()
         frequencies = None
         row["frequencies_complete"] = counts.num_rows <= self.frequency_max_distinct
         if row["frequencies_complete"]:
             frequencies = pa.table({"value": ty.to_text(counts["value"]),
                                     "frequency": counts["count"]})
+        else:   # complete frequencies make sketches redundant: both derive from them exactly
+            row["ndv_sketch"], row["quantile_sketch"] = sketches(
+                counts["value"].combine_chunks(), counts["count"].to_numpy())
         return row, frequencies, histogram
 
     def _merged_value_counts(self) -> pa.Table:
@@ -212,6 +228,20 @@ class ColumnStats:
         return pa.table({"value": encoded.dictionary, "count": summed.astype(np.int64)})
 
 
+def sketches(values: pa.Array, counts: np.ndarray) -> tuple[bytes, bytes | None]:
+    """From distinct values and their counts: the HLL of the values and, for binned kinds, the
+    KLL of every value (each distinct value repeated by its count)."""
+    hll = ndv_sketch(values).serialize_compact()
+    if ty.kind_of(values.type) not in ty.BINNED_KINDS:
+        return hll, None
+    if ty.kind_of(values.type) == ty.FLOAT:
+        keep = pc.invert(pc.is_nan(values))
+        values, counts = values.filter(keep), counts[keep.to_numpy(zero_copy_only=False)]
+    kll = ds.kll_doubles_sketch(KLL_K)
+    kll.update(np.repeat(binning_values(values).astype(np.float64), counts))
+    return hll, kll.serialize()
+
+
 def ndv_sketch(values: pa.Array) -> ds.hll_sketch:
     """HLL of distinct values. Integers and floats hash as numbers, everything else as its
     canonical text, so a column hashes alike in every partition whatever its storage width."""
@@ -219,9 +249,8 @@ def ndv_sketch(values: pa.Array) -> ds.hll_sketch:
     kind = ty.kind_of(values.type)
     items = (values.to_pylist() if kind in (ty.INTEGER, ty.FLOAT)
              else ty.to_text(values).to_pylist())
-    update = sketch.update
-    for item in items:            # DataSketches' Python API takes one item per call
-        update(item)
+    # DataSketches' Python API takes one item per call; map() keeps the loop in C
+    collections.deque(map(sketch.update, items), maxlen=0)
     return sketch
 
 

@@ -35,9 +35,10 @@ STATISTICS_FIELDS: list[tuple[str, pa.DataType, str]] = [
      "histogram bins are 2**exponent wide in the binning domain (see histograms.parquet)"),
     ("frequencies_complete", pa.bool_(),
      "true when frequencies.parquet holds every value of the column"),
+    # sketches are null where frequencies are complete: both then derive exactly from those
     ("ndv_sketch", pa.binary(), "Apache DataSketches HLL (lg_k 12, HLL_8) of the distinct values"),
     ("quantile_sketch", pa.binary(),
-     "Apache DataSketches KLL doubles sketch (k 200) of the binned values"),
+     "Apache DataSketches KLL doubles sketch (k 200) of the values in the binning domain"),
 ]
 STATISTICS_SCHEMA = pa.schema([pa.field(n, t) for n, t, _ in STATISTICS_FIELDS])
 STATISTIC_NAMES = [n for n, _, _ in STATISTICS_FIELDS]

@@ -3,7 +3,7 @@ retry failed invocations, reduce to table level and publish a new version atomic
 from __future__ import annotations
 
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -73,12 +73,26 @@ def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(previous["partitions"]) - set(data_files)) if previous else 0
 
+    # partition statistics are read while the workers run: reused ones at once, the others as
+    # they finish, so the table-level reduction starts with everything in memory
+    loader = ThreadPoolExecutor(8)
+    loaded: dict[str, Future] = {}
+
+    def load(f: DataFile) -> None:
+        loaded[f.rel_path] = loader.submit(
+            reduce.load, f.rel_path, stats.child(*files.partition_dir(f.rel_path, f.fingerprint)))
+
+    computing = {f.rel_path for f in todo}
+    for f in data_files.values():
+        if f.rel_path not in computing:
+            load(f)
     job = Job(redis_url)
     job.start(table=table_uri, total=len(todo))
     try:
-        _fan_out(job, invoker, todo, table, stats, options, report, progress)
+        _fan_out(job, invoker, todo, table, stats, options, report, progress, on_done=load)
     finally:
         job.finish()
+        loader.shutdown(wait=False)
     if report.failed and not options.allow_partial:
         report.seconds = time.monotonic() - started
         first = next(iter(report.failed.values()))
@@ -91,13 +105,15 @@ def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str
     if unchanged:
         report.version, report.row_count = previous["version"], previous["row_count"]
     else:
-        _publish(stats, good, report, options, redis_url)
+        parts = [loaded[p].result() for p in sorted(good)]
+        _publish(stats, good, parts, report, options, redis_url)
     report.seconds = time.monotonic() - started
     return report
 
 
 def _fan_out(job: Job, invoker: Invoker, todo: list[DataFile], table: Store, stats: Store,
-             options: Options, report: Report, progress: Progress | None) -> dict[str, dict]:
+             options: Options, report: Report, progress: Progress | None,
+             on_done: Callable[[DataFile], None]) -> None:
     def event(f: DataFile) -> dict:
         return {"action": "partition_stats", "job": job.id, "redis_url": job.redis_url,
                 "table": table.uri, "rel_path": f.rel_path, "fingerprint": f.fingerprint,
@@ -113,7 +129,7 @@ def _fan_out(job: Job, invoker: Invoker, todo: list[DataFile], table: Store, sta
 
     for f in todo:
         submit(f)
-    results: dict[str, dict] = {}
+    succeeded = 0
     while pending:
         done, _ = wait(pending, return_when=FIRST_COMPLETED)
         for future in done:
@@ -123,7 +139,8 @@ def _fan_out(job: Job, invoker: Invoker, todo: list[DataFile], table: Store, sta
             result = job.result(f.rel_path)
             error = None if result else _error_of(future)
             if result and result["status"] == "ok":
-                results[f.rel_path] = result
+                succeeded += 1
+                on_done(f)
             elif result:                       # bad data: retrying will not help
                 report.failed[f.rel_path] = result["error"]
             elif int(job.r.hget(job.key("attempts"), f.rel_path) or 0) < options.max_attempts:
@@ -133,8 +150,7 @@ def _fan_out(job: Job, invoker: Invoker, todo: list[DataFile], table: Store, sta
             else:
                 report.failed[f.rel_path] = f"{f.rel_path}: {error}"
             if progress:
-                progress(len(results) + len(report.failed), len(todo))
-    return results
+                progress(succeeded + len(report.failed), len(todo))
 
 
 def _error_of(future: Future) -> str:
@@ -147,10 +163,8 @@ def _error_of(future: Future) -> str:
         return f"{type(e).__name__}: {e}"
 
 
-def _publish(stats: Store, good: dict[str, DataFile], report: Report, options: Options,
-             redis_url: str) -> None:
-    dirs = {p: stats.child(*files.partition_dir(p, f.fingerprint)) for p, f in good.items()}
-    parts = reduce.load(dirs)
+def _publish(stats: Store, good: dict[str, DataFile], parts: list[reduce.Partition],
+             report: Report, options: Options, redis_url: str) -> None:
     row_counts = {p.rel_path: files.row_count_of(p.statistics) for p in parts}
     table_stats = reduce.reduce(parts, row_counts, options.max_bins)
     # one publisher per statistics root at a time; the lock expires if its holder dies

@@ -7,7 +7,6 @@ when every partition's frequencies are complete, else the merged HLL estimate.
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 import decimal
 from decimal import Decimal
@@ -16,7 +15,7 @@ import datasketches as ds
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from functions.column_stats import HLL_LG_K, Moments
+from functions.column_stats import HLL_LG_K, Moments, sketches
 from metastore import files, histogram as hist
 from metastore import types as ty
 from metastore.store import Store
@@ -38,13 +37,10 @@ class Partition:
         return files.data_schema_of(self.statistics)
 
 
-def load(stats_dirs: dict[str, Store], threads: int = 16) -> list[Partition]:
-    def one(item):
-        rel_path, d = item
-        return Partition(rel_path, d.read_parquet(files.STATISTICS),
-                         d.read_parquet(files.FREQUENCIES), d.read_parquet(files.HISTOGRAMS))
-    with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(one, sorted(stats_dirs.items())))
+def load(rel_path: str, stats_dir: Store) -> Partition:
+    return Partition(rel_path, stats_dir.read_parquet(files.STATISTICS),
+                     stats_dir.read_parquet(files.FREQUENCIES),
+                     stats_dir.read_parquet(files.HISTOGRAMS))
 
 
 def table_schema(parts: list[Partition]) -> pa.Schema:
@@ -95,6 +91,8 @@ def reduce(parts: list[Partition], row_counts: dict[str, int], max_bins: int) ->
             counts = _sum_frequencies([p.frequencies for p, _ in present], field.name)
             row["distinct_count"], row["distinct_count_exact"] = counts.num_rows, True
             frequencies.append((field.name, counts))
+        elif stats and ty.kind_of(field.type) != ty.OTHER:
+            _reduce_sketches(row, field, stats, [p.frequencies for p, _ in present])
         row["frequencies_complete"] = complete
         if ty.kind_of(field.type) in ty.BINNED_KINDS:
             merged = hist.merge([files.read_histogram(p.histograms, field.name)
@@ -139,7 +137,6 @@ def _reduce_row(field: pa.Field, stats: list[dict], total_rows: int) -> dict:
             row["avg_length"] = sum(s["avg_length"] * k for s, k in zip(sized, n)) / sum(n)
     if kind == ty.BOOLEAN:
         row["true_count"] = sum(s["true_count"] or 0 for s in stats)
-    _reduce_sketches(row, stats)
     return row
 
 
@@ -162,20 +159,27 @@ def _reduce_moments(row: dict, stats: list[dict], kind: str) -> None:
     row["stddev"] = moments.stddev
 
 
-def _reduce_sketches(row: dict, stats: list[dict]) -> None:
+def _reduce_sketches(row: dict, field: pa.Field, stats: list[dict],
+                     frequencies: list[pa.Table]) -> None:
+    """Union of the partitions' sketches; partitions with complete frequencies carry none, so
+    theirs are rebuilt from those frequencies."""
     union = ds.hll_union(HLL_LG_K)
     kll = None
-    for s in stats:
-        if s["ndv_sketch"]:
-            union.update(ds.hll_sketch.deserialize(s["ndv_sketch"]))
-        if s["quantile_sketch"]:
-            sketch = ds.kll_doubles_sketch.deserialize(s["quantile_sketch"])
+    for s, freq in zip(stats, frequencies):
+        ndv, quantiles = s["ndv_sketch"], s["quantile_sketch"]
+        if ndv is None:
+            counts = freq.filter(pc.equal(freq["column"], field.name))
+            ndv, quantiles = sketches(ty.from_text(counts["value"].to_pylist(), field.type),
+                                      counts["frequency"].to_numpy())
+        union.update(ds.hll_sketch.deserialize(ndv))
+        if quantiles:
+            sketch = ds.kll_doubles_sketch.deserialize(quantiles)
             kll = sketch if kll is None else (kll.merge(sketch) or kll)
     merged = union.get_result()
     row["ndv_sketch"] = merged.serialize_compact()
     row["distinct_count"] = round(merged.get_estimate())
-    row["distinct_count_exact"] = len(stats) == 1 and stats[0]["distinct_count_exact"]
-    if len(stats) == 1:
-        row["distinct_count"] = stats[0]["distinct_count"]
+    row["distinct_count_exact"] = False
+    if len(stats) == 1:          # one partition holds every value: its exact count is the table's
+        row["distinct_count"], row["distinct_count_exact"] = stats[0]["distinct_count"], True
     if kll is not None:
         row["quantile_sketch"] = kll.serialize()

@@ -53,6 +53,8 @@ def adversarial(seed: int, n: int = 400) -> pa.Table:
         "f32": col([NAN, -0.0, 0.0, 3.4028235e38], floats.astype(np.float32), pa.float32()),
         "dec": col([Decimal("9" * 35 + ".999"), Decimal("-" + "9" * 35 + ".999"), Decimal("0.001")],
                    [Decimal(int(i)) / 1000 for i in ints], pa.decimal128(38, 3)),
+        "dec15": col([Decimal("-9999999999999.99"), Decimal("9999999999999.99")],
+                     [Decimal(int(i)) / 100 for i in ints], pa.decimal128(15, 2)),
         "dec256": col([Decimal("1" * 60 + ".5")], [Decimal(int(i)) / 10 for i in ints],
                       pa.decimal256(70, 1)),
         "ts_ny": col([dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc),
@@ -256,6 +258,23 @@ def test_distinct_count_is_an_estimate_when_frequencies_are_incomplete(tmp_path,
                        ).fetchall()[0][0]
     assert row["distinct_count_exact"] is False and not row["frequencies_complete"]
     assert row["distinct_count"] == pytest.approx(truth, rel=0.05)
+
+
+def test_sketches_merge_across_complete_and_incomplete_partitions(tmp_path, run):
+    """One partition keeps exact frequencies (few values), the other only sketches (many): the
+    table's estimate and quantile sketch cover both."""
+    import datasketches as ds
+    write(tmp_path / "few.parquet", pa.table({"v": np.repeat(np.arange(500, dtype=np.float64), 20)}))
+    write(tmp_path / "many.parquet", pa.table({"v": np.arange(250, 20_250, dtype=np.float64)}))
+    run(tmp_path, frequency_max_distinct=1000)
+    ts = TableStatistics(f"{tmp_path}/_lakestats")
+    row = ts.summary()["columns"][0]
+    assert row["distinct_count_exact"] is False
+    assert row["distinct_count"] == pytest.approx(20_250, rel=0.05)
+    kll = ds.kll_doubles_sketch.deserialize(ts.statistics()["quantile_sketch"][0].as_py())
+    assert kll.n == 30_000
+    assert kll.get_quantile(0.5) == pytest.approx(np.median(
+        np.concatenate([np.repeat(np.arange(500), 20), np.arange(250, 20_250)])), rel=0.05)
 
 
 def test_a_thousand_columns(tmp_path, run):

@@ -16,6 +16,13 @@ from functions.handlers import handle
 from monostore.invokers.base import InvocationError, Invoker
 
 
+def _one_thread_per_worker() -> None:
+    """Each worker process stands for one function: parallelism comes from the processes, and
+    Arrow's own thread pool in every one of them would only oversubscribe the cores."""
+    import pyarrow as pa
+    pa.set_cpu_count(1)
+
+
 class LocalInvoker(Invoker):
     def __init__(self, workers: int | None = None):
         self.workers = workers or os.cpu_count() or 1
@@ -27,7 +34,8 @@ class LocalInvoker(Invoker):
             if self._pool is None or self._pool._broken:
                 # spawn, not fork: forking a process that holds S3 clients and threads can hang
                 self._pool = ProcessPoolExecutor(self.workers,
-                                                 mp_context=multiprocessing.get_context("spawn"))
+                                                 mp_context=multiprocessing.get_context("spawn"),
+                                                 initializer=_one_thread_per_worker)
             return self._pool
 
     def submit(self, event: dict) -> Future:
