@@ -109,11 +109,10 @@ def histogram_column(h: hist.Histogram, arrow_type: pa.DataType) -> tuple[pa.Fie
 def _edges_array(values: list, etype: pa.DataType) -> pa.Array:
     if pa.types.is_floating(etype):
         return pa.array(values, pa.float64())
+    # integer edges lie within the values' range (histogram.edges clips the outer ones)
     storage = etype if pa.types.is_integer(etype) else (
         pa.int32() if etype.bit_width == 32 else pa.int64())
-    info = np.iinfo(storage.to_pandas_dtype())
-    clipped = [min(max(v, int(info.min)), int(info.max)) for v in values]  # grid edges overhang
-    array = pa.array(clipped, storage)
+    array = pa.array(values, storage)
     return array if storage == etype else array.view(etype)
 
 
