@@ -68,10 +68,16 @@ def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str
     report = Report(table_uri)
     data_files = {f.rel_path: f for f in table.list_files()}
     previous = read_manifest(stats)
-    todo = [f for f in data_files.values()
-            if not stats.exists(*files.partition_dir(f.rel_path, f.fingerprint), files.STATISTICS)]
+    published = {p: e["fingerprint"] for p, e in (previous or {}).get("partitions", {}).items()}
+    todo = [f for f in data_files.values() if published.get(f.rel_path) != f.fingerprint
+            and not stats.exists(*files.partition_dir(f.rel_path, f.fingerprint), files.STATISTICS)]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
-    report.removed = len(set(previous["partitions"]) - set(data_files)) if previous else 0
+    report.removed = len(set(published) - set(data_files))
+    if previous and not todo and published.keys() == data_files.keys() \
+            and not previous.get("missing"):
+        report.version, report.row_count = previous["version"], previous["row_count"]
+        report.seconds = time.monotonic() - started
+        return report                            # the published version is current
 
     # partition statistics are read while the workers run: reused ones at once, the others as
     # they finish, so the table-level reduction starts with everything in memory
@@ -100,13 +106,7 @@ def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str
                                     f"(first: {first}); no table version published "
                                     "(--allow-partial publishes the others)")
     good = {p: f for p, f in data_files.items() if p not in report.failed}
-    unchanged = (previous is not None and not todo and not report.removed
-                 and set(previous["partitions"]) == set(good) and not previous.get("missing"))
-    if unchanged:
-        report.version, report.row_count = previous["version"], previous["row_count"]
-    else:
-        parts = [loaded[p].result() for p in sorted(good)]
-        _publish(stats, good, parts, report, options, redis_url)
+    _publish(stats, good, [loaded[p].result() for p in sorted(good)], report, options, redis_url)
     report.seconds = time.monotonic() - started
     return report
 
