@@ -118,8 +118,9 @@ def parser() -> argparse.ArgumentParser:
                    help="publish over the good partitions when some files fail; "
                         "the missing ones are recorded")
     c.add_argument("--workers", type=int, help="concurrent workers (default: CPU count)")
-    c.add_argument("--invoker", choices=["local", "lambda"], default="local",
-                   help="local process pool (default) or AWS Lambda")
+    c.add_argument("--invoker", choices=["local", "lambda", "spark"], default="local",
+                   help="local process pool (default), AWS Lambda, or Spark tasks "
+                        "(the active or a local SparkSession; SPARK_MASTER picks the master)")
     c.add_argument("--function-name", default=os.environ.get("LAKESTATS_FUNCTION"),
                    help="Lambda function for --invoker lambda")
     c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")

@@ -1,4 +1,10 @@
-"""PySpark integration: statistics lookups for pruning and for Spark's cost-based optimizer.
+"""PySpark integration: statistics into Spark's cost-based optimizer, statistics computed by
+Spark tasks, and statistics as a DataFrame.
 
 Reads the statistics that metastore/ defines; never imported by functions/ (the Lambda package
 stays free of PySpark)."""
+from spark_bridge.catalog import StaleStatistics, apply_statistics
+from spark_bridge.compute import compute
+from spark_bridge.frame import statistics_frame
+
+__all__ = ["StaleStatistics", "apply_statistics", "compute", "statistics_frame"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 
 import pytest
 
@@ -54,10 +55,31 @@ def invoker(s3_endpoint):
         yield inv
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run(invoker, redis_url):
     """compute(table) with the shared pool and Redis; keyword arguments go to Options."""
     def _run(table: str, stats_root: str | None = None, **options):
         return compute(str(table), invoker, redis_url, stats_root=stats_root,
                        options=Options(**options))
     return _run
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    """One local SparkSession for every Spark test: cost-based optimizer and histograms on,
+    adaptive execution off so that plans are decided before they run."""
+    from pyspark.sql import SparkSession
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers import lakestats
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = (SparkSession.builder.master("local[2]").appName("lakestats-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.warehouse.dir", str(warehouse))
+               .config("spark.sql.cbo.enabled", "true")
+               .config("spark.sql.cbo.joinReorder.enabled", "true")
+               .config("spark.sql.statistics.histogram.enabled", "true")
+               .config("spark.sql.adaptive.enabled", "false")
+               .config("spark.driver.memory", "2g")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -6,10 +6,26 @@ def make_invoker(name: str = "local", workers: int | None = None, **options) -> 
     if name == "local":
         from monostore.invokers.local import LocalInvoker
         return LocalInvoker(workers)
+    if name == "spark":
+        from monostore.invokers.spark import SparkInvoker
+        return SparkInvoker(options.get("spark") or _local_spark(workers), workers)
     if name == "lambda":
         from monostore.invokers.aws_lambda import LambdaInvoker
         return LambdaInvoker(options["function_name"], workers or 64)
-    raise ValueError(f"unknown invoker {name!r} (choose local or lambda)")
+    raise ValueError(f"unknown invoker {name!r} (choose local, lambda or spark)")
+
+
+def _local_spark(workers: int | None):
+    """The active SparkSession, or a local one (master from SPARK_MASTER, else local[workers])."""
+    import os
+    import sys
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise RuntimeError("--invoker spark needs PySpark: pip install 'lakestats[spark]'") from None
+    master = os.environ.get("SPARK_MASTER") or f"local[{workers or os.cpu_count() or 1}]"
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers import lakestats
+    return SparkSession.builder.master(master).appName("lakestats").getOrCreate()
 
 
 __all__ = ["InvocationError", "Invoker", "make_invoker"]

@@ -1,0 +1,206 @@
+"""apply_statistics: lakestats' statistics into Spark's catalog, for the cost-based optimizer.
+
+Spark keeps table statistics as CatalogStatistics(sizeInBytes: BigInt, rowCount: Option[BigInt],
+colStats: Map[String, CatalogColumnStat]). py4j turns every scala.math.BigInt that reaches
+Python into an int, and a Python int cannot go back as a BigInt. So every object is built inside
+the JVM: column statistics through CatalogColumnStat.fromMap (the same string properties a Hive
+metastore stores), the BigInts as Options made by fromMap, and CatalogStatistics through its
+constructor by reflection, with the arguments gathered in a Java list that never leaves the JVM.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import numpy as np
+
+from metastore import files, histogram as hist
+from metastore import types as ty
+from metastore.reader import TableStatistics
+from metastore.store import Store
+from spark_bridge import histogram as eqh
+
+MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1e-3}
+NUMERIC_SPARK = ("byte", "short", "integer", "long", "float", "double", "decimal")
+RANGED_SPARK = NUMERIC_SPARK + ("date", "timestamp", "timestamp_ntz", "boolean")
+BINNED_SPARK = NUMERIC_SPARK + ("date", "timestamp", "timestamp_ntz")
+
+
+class StaleStatistics(Exception):
+    """The table's files changed since the published statistics version."""
+
+
+def _stats_root(table_uri: str, stats_root: str | None) -> str:
+    return stats_root or Store(table_uri).uri_of("_lakestats")
+
+
+def check_fresh(table_uri: str, stats: TableStatistics) -> None:
+    current = {f.rel_path: f.fingerprint for f in Store(table_uri).list_files()}
+    published = {p: e["fingerprint"] for p, e in stats.manifest["partitions"].items()}
+    published.update({p: None for p in stats.manifest.get("missing", {})})
+    changes = sorted(
+        [f"{p} (new)" for p in current.keys() - published.keys()]
+        + [f"{p} (removed)" for p in published.keys() - current.keys()]
+        + [f"{p} (changed)" for p in current.keys() & published.keys()
+           if published[p] is not None and published[p] != current[p]])
+    if changes:
+        shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
+        raise StaleStatistics(f"{table_uri}: statistics version {stats.version} is stale: {shown}; "
+                              "run lakestats compute, or pass allow_stale=True")
+
+
+def _same_location(catalog_location: str, table_uri: str) -> bool:
+    def norm(uri: str) -> str:
+        uri = re.sub(r"^file:(//)?", "", uri).replace("s3a://", "s3://").replace("s3n://", "s3://")
+        return uri.rstrip("/")
+    return norm(catalog_location) == norm(table_uri)
+
+
+def apply_statistics(spark, table: str, table_uri: str, *, stats_root: str | None = None,
+                     allow_stale: bool = False) -> dict:
+    """Inject the published statistics of `table_uri` into Spark's catalog entry `table`.
+    Returns what was applied: {"version", "row_count", "columns": [...]}."""
+    stats = TableStatistics(_stats_root(table_uri, stats_root))
+    if not allow_stale:
+        check_fresh(table_uri, stats)
+    jvm, jsession = spark._jvm, spark._jsparkSession
+    catalog = jsession.sessionState().catalog()
+    ident = jsession.sessionState().sqlParser().parseTableIdentifier(table)
+    meta = catalog.getTableMetadata(ident)
+    location = meta.location().toString()
+    if not _same_location(location, table_uri):
+        raise ValueError(f"catalog table {table} is at {location}, not at {table_uri}")
+
+    ours = {r["column"].lower(): r for r in stats.statistics(sketches=False).to_pylist()}
+    num_bins = int(spark.conf.get("spark.sql.statistics.histogram.numBins", "254"))
+    col_stats, applied = jvm.java.util.HashMap(), []
+    for field in meta.schema().fields():
+        name, spark_type = field.name(), field.dataType().typeName().split("(")[0]
+        row = ours.get(name.lower())
+        if row is None:
+            continue
+        props = _column_properties(row, spark_type, field.dataType().defaultSize())
+        if spark_type in BINNED_SPARK and row.get("min") is not None:
+            equi = _equi_height(stats, row, num_bins)
+            if equi is not None:
+                props["histogram"] = _serialize(jvm, spark, equi)
+        stat = jvm.org.apache.spark.sql.catalyst.catalog.CatalogColumnStat.fromMap(
+            table, name, _scala_map(jvm, {f"{name}.{k}": v for k, v in props.items()}))
+        if stat.isDefined():
+            col_stats.put(name, stat.get())
+            applied.append(name)
+    size = sum(e["size"] for e in stats.manifest["partitions"].values())
+    catalog.alterTableStats(ident, jvm.scala.Option.apply(
+        _catalog_statistics(jvm, size, stats.manifest["row_count"], col_stats)))
+    return {"version": stats.version, "row_count": stats.manifest["row_count"],
+            "columns": applied}
+
+
+def _column_properties(row: dict, spark_type: str, default_size: int) -> dict[str, str]:
+    props = {"version": "2", "distinctCount": str(row["distinct_count"] or 0),
+             "nullCount": str(row["null_count"])}
+    if row.get("max_length") is not None:
+        props["avgLen"] = str(round(row["avg_length"]))
+        props["maxLen"] = str(row["max_length"])
+    else:
+        props["avgLen"] = props["maxLen"] = str(default_size)
+    if spark_type in RANGED_SPARK and row.get("min") is not None:
+        props["min"], props["max"] = (_spark_text(row[k], spark_type) for k in ("min", "max"))
+        if row.get("nan_count"):
+            # Spark orders NaN above +inf: the optimizer's range must reach it. (ANALYZE records
+            # max = NaN, which switches range estimation off.)
+            props["max"] = "Infinity"
+    return props
+
+
+def _spark_text(text: str, spark_type: str) -> str:
+    """Canonical text to the external form Spark's CatalogColumnStat parses."""
+    if spark_type in ("float", "double"):
+        return {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}.get(text, text)
+    if spark_type.startswith("timestamp"):
+        text = re.sub(r"(\.\d{6})\d+", r"\1", text)          # Spark keeps microseconds
+        value = dt.datetime.fromisoformat(text)
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    return text
+
+
+def _spark_domain(values: np.ndarray, arrow_type) -> np.ndarray:
+    """Binning-domain numbers to Spark's internal ones (days, microseconds)."""
+    import pyarrow as pa
+    if pa.types.is_timestamp(arrow_type):
+        return values * MICROS[arrow_type.unit]
+    if pa.types.is_date64(arrow_type):
+        return values / 86_400_000
+    return values
+
+
+def _equi_height(stats: TableStatistics, row: dict, num_bins: int):
+    import pyarrow as pa
+    from functions.column_stats import binning_values
+    column = row["column"]
+    arrow_type = files.decode_schema(stats.manifest["schema"]).field(column).type
+    if row.get("frequencies_complete"):
+        freq = stats.frequencies(column)
+        typed = ty.from_text(freq["value"].to_pylist(), arrow_type)
+        if ty.kind_of(arrow_type) == ty.FLOAT:    # NaN compares above every number in Spark
+            values = typed.cast(pa.float64()).to_numpy(zero_copy_only=False).copy()
+            values[np.isnan(values)] = np.inf
+        else:
+            values = binning_values(typed).astype(np.float64)
+        return eqh.from_frequencies(_spark_domain(values, arrow_type),
+                                    freq["frequency"].to_numpy(), num_bins)
+    h = files.read_histogram(stats.histogram_table(column), column)
+    if h is None or h.counts.size == 0:
+        return None
+    lowers, uppers = (np.array(e, dtype=np.float64) for e in hist.edges(h))
+    closed = not h.float_domain                  # integer bins [lower, upper] end at upper + 1
+    ends, counts, low, high = uppers + 1 if closed else uppers, h.counts, h.low, h.high
+    above = h.pos_inf + (row.get("nan_count") or 0)       # NaN compares above every number
+    if h.neg_inf:
+        lowers, ends = np.r_[-np.inf, lowers], np.r_[-np.inf, ends]
+        counts, low = np.r_[h.neg_inf, counts], -np.inf
+    if above:
+        lowers, ends, counts, high = np.r_[lowers, np.inf], np.r_[ends, np.inf], \
+            np.r_[counts, above], np.inf
+
+    def spark(x):
+        return _spark_domain(np.asarray(x, dtype=np.float64), arrow_type)
+    return eqh.from_bins(spark(lowers), spark(ends), counts, float(spark(low)), float(spark(high)),
+                         closed and not pa.types.is_timestamp(arrow_type),
+                         int(row["distinct_count"] or 1), num_bins)
+
+
+def _serialize(jvm, spark, equi: eqh.EquiHeight) -> str:
+    logical = jvm.org.apache.spark.sql.catalyst.plans.logical
+    bins = spark.sparkContext._gateway.new_array(logical.HistogramBin, len(equi.bins))
+    for i, (lo, hi, ndv) in enumerate(equi.bins):
+        bins[i] = logical.HistogramBin(lo, hi, ndv)
+    return logical.HistogramSerializer.serialize(logical.Histogram(equi.height, bins))
+
+
+def _scala_map(jvm, d: dict):
+    m = jvm.java.util.HashMap()
+    for k, v in d.items():
+        m.put(k, v)
+    return jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(m)
+
+
+def _big_int_option(jvm, value: int):
+    """Some(BigInt(value)), made in the JVM (by fromMap) so that it stays there."""
+    stat = jvm.org.apache.spark.sql.catalyst.catalog.CatalogColumnStat.fromMap(
+        "lakestats", "n", _scala_map(jvm, {"n.version": "2", "n.distinctCount": str(value)}))
+    return stat.get().distinctCount()
+
+
+def _catalog_statistics(jvm, size_in_bytes: int, row_count: int, col_stats):
+    args = jvm.java.util.ArrayList()
+    # the BigInt inside Some(...) moves into the list without crossing to Python
+    args.addAll(jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+        _big_int_option(jvm, size_in_bytes).toList()))
+    args.add(_big_int_option(jvm, row_count))
+    args.add(jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(col_stats))
+    cls = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.catalog.CatalogStatistics")
+    constructor = [c for c in cls.getConstructors() if len(c.getParameterTypes()) == 3][0]
+    return constructor.newInstance(args.toArray())
