@@ -22,6 +22,7 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_compute.py
+	$(BIN)/python benchmarks/bench_spark.py
 
 clean:
 	rm -rf $(VENV) .demo
