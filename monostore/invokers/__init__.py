@@ -25,7 +25,10 @@ def _local_spark(workers: int | None):
         raise RuntimeError("--invoker spark needs PySpark: pip install 'lakestats[spark]'") from None
     master = os.environ.get("SPARK_MASTER") or f"local[{workers or os.cpu_count() or 1}]"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers import lakestats
-    return SparkSession.builder.master(master).appName("lakestats").getOrCreate()
+    session = (SparkSession.builder.master(master).appName("lakestats")
+               .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 __all__ = ["InvocationError", "Invoker", "make_invoker"]
