@@ -24,6 +24,7 @@ MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1e-3}
 NUMERIC_SPARK = ("byte", "short", "integer", "long", "float", "double", "decimal")
 RANGED_SPARK = NUMERIC_SPARK + ("date", "timestamp", "timestamp_ntz", "boolean")
 BINNED_SPARK = NUMERIC_SPARK + ("date", "timestamp", "timestamp_ntz")
+SUPPORTED_SPARK = RANGED_SPARK + ("string", "binary")     # what ANALYZE TABLE covers
 
 
 class StaleStatistics(Exception):
@@ -77,7 +78,7 @@ def apply_statistics(spark, table: str, table_uri: str, *, stats_root: str | Non
     for field in meta.schema().fields():
         name, spark_type = field.name(), field.dataType().typeName().split("(")[0]
         row = ours.get(name.lower())
-        if row is None:
+        if row is None or spark_type not in SUPPORTED_SPARK:
             continue
         props = _column_properties(row, spark_type, field.dataType().defaultSize())
         if spark_type in BINNED_SPARK and row.get("min") is not None:
