@@ -243,12 +243,19 @@ def sketches(values: pa.Array, counts: np.ndarray) -> tuple[bytes, bytes | None]
 
 
 def ndv_sketch(values: pa.Array) -> ds.hll_sketch:
-    """HLL of distinct values. Integers and floats hash as numbers, everything else as its
-    canonical text, so a column hashes alike in every partition whatever its storage width."""
+    """HLL of distinct values. Numbers hash as numbers (integers of any width alike; decimals
+    of up to 15 digits, which float64 holds exactly, as floats), everything else as its
+    canonical text."""
     sketch = ds.hll_sketch(HLL_LG_K, ds.tgt_hll_type.HLL_8)
-    kind = ty.kind_of(values.type)
-    items = (values.to_pylist() if kind in (ty.INTEGER, ty.FLOAT)
-             else ty.to_text(values).to_pylist())
+    t = values.type
+    if pa.types.is_uint64(t):            # the sketch takes signed 64-bit integers
+        values = values.view(pa.int64())
+    if pa.types.is_decimal(t) and t.precision <= 15:
+        values = values.cast(pa.float64())
+    if ty.kind_of(values.type) in (ty.INTEGER, ty.FLOAT):   # numpy's tolist is the fastest way
+        items = values.to_numpy(zero_copy_only=False).tolist()
+    else:
+        items = ty.to_text(values).to_pylist()
     # DataSketches' Python API takes one item per call; map() keeps the loop in C
     collections.deque(map(sketch.update, items), maxlen=0)
     return sketch
