@@ -31,25 +31,23 @@ class PartitionStats:
 
 def compute(table: Store, rel_path: str, *, max_bins: int = DEFAULT_BINS,
             frequency_max_distinct: int = DEFAULT_FREQUENCY_MAX_DISTINCT) -> PartitionStats:
+    # Bad data fails this partition for good (PartitionError); other I/O errors propagate, and
+    # the coordinator retries them as it retries any failed invocation.
     try:
         parquet = table.open_parquet(rel_path)
         data_schema = parquet.schema_arrow
     except FileNotFoundError as e:
         raise PartitionError(f"{rel_path}: file not found") from e
-    except (pa.ArrowInvalid, OSError) as e:
+    except PermissionError as e:
+        raise PartitionError(f"{rel_path}: not readable ({e})") from e
+    except pa.ArrowInvalid as e:
         raise PartitionError(f"{rel_path}: not a readable Parquet file ({e})") from e
     rows, frequencies, histograms = [], [], []
     for field in data_schema:
-        column = ColumnStats(field.name, field.type, max_bins, frequency_max_distinct)
-        for group in range(parquet.num_row_groups):
-            try:
-                chunk = parquet.read_row_group(group, columns=[field.name]).column(0)
-            except (pa.ArrowInvalid, OSError) as e:
-                raise PartitionError(
-                    f"{rel_path}: column {field.name!r}, row group {group}: cannot decode ({e})"
-                ) from e
-            column.add(chunk.combine_chunks())
-        row, counts, histogram = column.finish()
+        try:
+            row, counts, histogram = _column(parquet, field, max_bins, frequency_max_distinct)
+        except (pa.ArrowException, ValueError, OverflowError) as e:   # not OSError: retried
+            raise PartitionError(f"{rel_path}: column {field.name!r}: {e}") from e
         rows.append(row)
         if counts is not None:
             frequencies.append((field.name, counts))
@@ -59,6 +57,13 @@ def compute(table: Store, rel_path: str, *, max_bins: int = DEFAULT_BINS,
     return PartitionStats(files.statistics_table(rows, data_schema, row_count),
                           files.frequencies_table(frequencies),
                           files.histograms_table(histograms), row_count)
+
+
+def _column(parquet, field: pa.Field, max_bins: int, frequency_max_distinct: int):
+    column = ColumnStats(field.name, field.type, max_bins, frequency_max_distinct)
+    for group in range(parquet.num_row_groups):
+        column.add(parquet.read_row_group(group, columns=[field.name]).column(0).combine_chunks())
+    return column.finish()
 
 
 def write(stats: PartitionStats, out: Store) -> None:
