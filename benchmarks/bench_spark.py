@@ -65,7 +65,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
 
     local = spark_on = 0.0
-    for name, table in tables.items():
+    for table in tables.values():
         shutil.rmtree(table / "_lakestats", ignore_errors=True)
         shutil.rmtree(table / "_lakestats_spark", ignore_errors=True)
         with redis_url() as url, make_invoker("local", args.workers) as invoker:

@@ -6,9 +6,8 @@ when every partition's frequencies are complete, else the merged HLL estimate.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 import decimal
+from dataclasses import dataclass
 from decimal import Decimal
 
 import datasketches as ds
@@ -16,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from functions.column_stats import HLL_LG_K, Moments, sketches
-from metastore import files, histogram as hist
+from metastore import files
+from metastore import histogram as hist
 from metastore import types as ty
 from metastore.store import Store
 

@@ -14,7 +14,8 @@ import re
 
 import numpy as np
 
-from metastore import files, histogram as hist
+from metastore import files
+from metastore import histogram as hist
 from metastore import types as ty
 from metastore.reader import TableStatistics
 from metastore.store import Store
@@ -139,6 +140,7 @@ def _spark_domain(values: np.ndarray, arrow_type) -> np.ndarray:
 
 def _equi_height(stats: TableStatistics, row: dict, num_bins: int):
     import pyarrow as pa
+
     from functions.column_stats import binning_values
     column = row["column"]
     arrow_type = files.decode_schema(stats.manifest["schema"]).field(column).type
