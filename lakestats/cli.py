@@ -35,7 +35,8 @@ def cmd_compute(args) -> int:
     from monostore.invokers import make_invoker
 
     options = Options(max_bins=args.bins, frequency_max_distinct=args.frequency_max_distinct,
-                      allow_partial=args.allow_partial, max_attempts=args.max_attempts)
+                      allow_partial=args.allow_partial, max_attempts=args.max_attempts,
+                      partition_timeout=args.timeout)
     with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
             redis_url(args.redis_url) as url, \
             make_invoker(args.invoker, args.workers, function_name=args.function_name) as invoker:
@@ -125,6 +126,8 @@ def parser() -> argparse.ArgumentParser:
                    help="Lambda function for --invoker lambda")
     c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
     c.add_argument("--max-attempts", type=int, default=3, help="attempts per partition")
+    c.add_argument("--timeout", type=float, default=900, metavar="SECONDS",
+                   help="a partition running longer is stopped and retried (default 900)")
     c.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
     c = table_command("show", "show the table's (or one partition's) statistics", cmd_show)

@@ -23,6 +23,7 @@ class Options:
     frequency_max_distinct: int = DEFAULT_FREQUENCY_MAX_DISTINCT
     allow_partial: bool = False
     max_attempts: int = 3
+    partition_timeout: float = 900.0     # seconds, as AWS Lambda's longest run
 
 
 @dataclass
@@ -122,28 +123,38 @@ def _fan_out(job: Job, invoker: Invoker, todo: list[DataFile], table: Store, sta
                 "frequency_max_distinct": options.frequency_max_distinct}
 
     pending: dict[Future, DataFile] = {}
+    started: dict[Future, float] = {}
+    timed_out: set[Future] = set()
 
     def submit(f: DataFile) -> None:
         job.attempt(f.rel_path)
-        pending[invoker.submit(event(f))] = f
+        future = invoker.submit(event(f))
+        pending[future], started[future] = f, time.monotonic()
 
     for f in todo:
         submit(f)
     succeeded = 0
     while pending:
-        done, _ = wait(pending, return_when=FIRST_COMPLETED)
+        done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+        late = {fu for fu in pending if fu not in timed_out
+                and time.monotonic() - started[fu] > options.partition_timeout}
+        if late:   # a stuck worker: stop the workers; their invocations fail and are retried
+            timed_out |= late
+            invoker.restart()
         for future in done:
             f = pending.pop(future)
             # the worker's own report in Redis is the truth: it survives a pool that broke
             # after the worker finished
             result = job.result(f.rel_path)
-            error = None if result else _error_of(future)
+            error = None if result else (
+                f"timed out after {options.partition_timeout:g} s" if future in timed_out
+                else _error_of(future))
             if result and result["status"] == "ok":
                 succeeded += 1
                 on_done(f)
             elif result:                       # bad data: retrying will not help
                 report.failed[f.rel_path] = result["error"]
-            elif int(job.r.hget(job.key("attempts"), f.rel_path) or 0) < options.max_attempts:
+            elif job.attempts(f.rel_path) < options.max_attempts:
                 report.retries += 1
                 submit(f)
                 continue

@@ -53,6 +53,9 @@ class Job:
         pipe.expire(self.key("attempts"), JOB_TTL_SECONDS)
         return pipe.execute()[0]
 
+    def attempts(self, rel_path: str) -> int:
+        return int(self.r.hget(self.key("attempts"), rel_path) or 0)
+
     def result(self, rel_path: str) -> dict | None:
         raw = self.r.hget(self.key("results"), rel_path)
         return json.loads(raw) if raw else None

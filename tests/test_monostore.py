@@ -10,6 +10,7 @@ import time
 
 import boto3
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
@@ -48,6 +49,37 @@ def test_job_survives_a_killed_worker(tmp_path, run, invoker, redis_url):
     assert (qty["row_count"], qty["row_count"] - qty["null_count"], qty["sum"]) == (rows, non_null, total)
     # the job's keys are gone once it ends
     assert not list(client(redis_url).scan_iter(match="lakestats:job:*"))
+
+
+def test_job_survives_stuck_workers(tmp_path, run, invoker):
+    """SIGSTOP every worker mid-job: past the partition timeout the coordinator kills them, and
+    the partitions they held are retried on fresh workers."""
+    for i in range(12):
+        write(tmp_path / f"part-{i:02d}.parquet", mixed(60_000, seed=i))
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.setdefault(
+        "report", run(tmp_path, partition_timeout=3)))
+    worker.start()
+    partitions = tmp_path / "_lakestats" / "partitions"
+    deadline = time.monotonic() + 60
+    while not list(partitions.glob("*/*/statistics.parquet")):   # workers are busy
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    stopped = invoker.pids()
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        worker.join(120)
+    finally:
+        for pid in stopped:                      # never leave a stopped process behind
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    report = outcome["report"]
+    assert report.retries >= 1 and not report.failed and report.computed == 12
+    total = sum(pq.ParquetFile(p).metadata.num_rows for p in tmp_path.glob("part-*.parquet"))
+    assert TableStatistics(f"{tmp_path}/_lakestats").summary()["row_count"] == total
 
 
 def _payload(obj) -> StreamingBody:

@@ -20,6 +20,10 @@ class Invoker(ABC):
     def submit(self, event: dict) -> Future:
         """Run functions.handlers.handle(event) and resolve to its JSON result."""
 
+    def restart(self) -> None:
+        """Stop stuck workers: their invocations fail (and are retried by the coordinator).
+        Backends that time out invocations themselves (AWS Lambda) need not do anything."""
+
     def close(self) -> None:
         pass
 

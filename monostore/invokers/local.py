@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -60,6 +61,13 @@ class LocalInvoker(Invoker):
         """Worker process ids (for operators and fault-injection tests)."""
         pool = self._pool
         return list(pool._processes) if pool and pool._processes else []
+
+    def restart(self) -> None:
+        for pid in self.pids():      # SIGKILL also ends a stopped (SIGSTOP) process
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     def close(self) -> None:
         if self._pool is not None:
