@@ -61,7 +61,7 @@ def run(args) -> int:
     stats = TableStatistics(default_stats_root(str(table)))
     render.out.print("\n[bold]3. table statistics[/]")
     render.summary(stats.summary())
-    for column in ("l_shipdate", "l_extendedprice", "l_quantity"):
+    for column in ("l_shipdate", "l_extendedprice", "l_partkey"):
         render.out.print()
         render.histogram(column, stats.histogram(column), rows=16)
     render.out.print("\n[bold]l_shipmode[/] frequencies (exact):")
