@@ -93,8 +93,14 @@ def cmd_demo(args) -> int:
     return demo.run(args)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """Usage errors are one line too, like every other error."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="lakestats",
         description="Exact column statistics for tables of Parquet files (local or s3://).")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")

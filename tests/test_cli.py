@@ -83,6 +83,12 @@ def test_compute_names_each_bad_file(tmp_path):
     assert not (tmp_path / "_lakestats" / "LATEST").exists()
 
 
+def test_usage_errors_are_one_line():
+    done = cli("histogram", "only-a-table")
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "COLUMN" in done.stderr
+
+
 def test_help_answers():
     done = cli("--help")
     assert done.returncode == 0
