@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import Future
 
 from monostore.invokers.base import InvocationError, Invoker
+
+GATHER_SECONDS = 0.05
 
 
 def _run_event(event: dict) -> dict:
@@ -38,6 +41,7 @@ class SparkInvoker(Invoker):
             batch = [self._queue.get()]
             if batch[0] is None:
                 return
+            time.sleep(GATHER_SECONDS)      # events come in bursts: let the burst arrive
             while not self._queue.empty():
                 batch.append(self._queue.get())
             stop = batch[-1] is None
