@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from functions import partition
+from functions import partition, ranks
 from functions.partition import PartitionError
 from metastore.store import Store
 from monostore.jobs import Job
@@ -38,7 +38,8 @@ def _option(event: dict, key: str, env: str) -> int:
     return int(event.get(key) or os.environ.get(env) or defaults[key])
 
 
-HANDLERS = {"partition_stats": partition_stats}
+HANDLERS = {"partition_stats": partition_stats, "rank_sample": ranks.rank_sample,
+            "rank_scatter": ranks.rank_scatter, "rank_merge": ranks.rank_merge}
 
 
 def handle(event: dict, context=None) -> dict:

@@ -47,10 +47,14 @@ def cmd_compute(args) -> int:
             report, failure = e.report, str(e)
         else:
             failure = None
+        ranks = None
+        if args.ranks and report.version and not failure:
+            from monostore.ranks import compute_ranks
+            ranks = compute_ranks(_stats_root(args), invoker, url, args.ranks.split(","))
     for reason in report.failed.values():
         print(f"lakestats: failed: {reason}", file=sys.stderr)
     if args.json:
-        _print_json(report.as_json())
+        _print_json({**report.as_json(), **({"ranks": ranks.columns} if ranks else {})})
     elif not args.quiet:
         render.compute_report(report)
     if failure:
@@ -85,6 +89,48 @@ def cmd_histogram(args) -> int:
         _print_json({"column": args.column, "bins": bins})
     else:
         render.histogram(args.column, bins, rows=args.rows)
+    return 0
+
+
+def _ensure_ranks(args, stats) -> None:
+    """Exact answers need the version's ranks: compute them on the spot when missing."""
+    if args.column in stats.ranked_columns():
+        return
+    from infra.redis_server import redis_url
+    from monostore.invokers import make_invoker
+    from monostore.ranks import compute_ranks
+    if not args.json:
+        print(f"computing exact ranks of {args.column!r} (distributed sort)...", file=sys.stderr)
+    with redis_url(args.redis_url) as url, make_invoker("local", args.workers) as invoker:
+        compute_ranks(_stats_root(args), invoker, url, [args.column])
+
+
+def cmd_quantiles(args) -> int:
+    stats = _open(args)
+    if args.exact:
+        _ensure_ranks(args, stats)
+        out = {"exact": True, "quantiles": _open(args).exact_quantiles(args.column, args.q)}
+    else:
+        out = stats.approximate_quantiles(args.column, args.q)
+    result = {"column": args.column, "exact": out["exact"],
+              "quantiles": [{"q": q, "value": v} for q, v in zip(args.q, out["quantiles"])]}
+    if "rank_error" in out:
+        result["rank_error"] = out["rank_error"]
+    if args.json:
+        _print_json(result)
+    else:
+        render.quantiles(result)
+    return 0
+
+
+def cmd_rank(args) -> int:
+    _ensure_ranks(args, _open(args))
+    result = _open(args).rank(args.column, args.value)
+    if args.json:
+        _print_json(result)
+    else:
+        render.out.print(f"{args.column} = {result['value']}: {result['smaller']:,} smaller "
+                         f"non-null values, {result['count']:,} equal")
     return 0
 
 
@@ -135,6 +181,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, default=900, metavar="SECONDS",
                    help="a partition running longer is stopped and retried (default 900)")
     c.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    c.add_argument("--ranks", metavar="COL[,COL...]",
+                   help="also compute exact ranks (ranks.parquet) of these columns")
 
     c = table_command("show", "show the table's (or one partition's) statistics", cmd_show)
     c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
@@ -146,6 +194,24 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("column", metavar="COLUMN")
     c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
     c.add_argument("--rows", type=int, default=24, help="bars to draw (default 24)")
+
+    def sort_options(c):
+        c.add_argument("--workers", type=int, help="concurrent workers for the distributed sort")
+        c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
+
+    c = table_command("quantiles", "quantiles of a column: from sketches, or exact (--exact)",
+                      cmd_quantiles)
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("q", metavar="Q", type=float, nargs="+", help="fractions in [0, 1]")
+    c.add_argument("--exact", action="store_true",
+                   help="percentile_disc from exact ranks (computed on the spot if missing)")
+    sort_options(c)
+
+    c = table_command("rank", "how many non-null values are smaller than VALUE, and its count",
+                      cmd_rank)
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("value", metavar="VALUE", help="canonical text, e.g. 1995-01-01 or 12.50")
+    sort_options(c)
 
     c = sub.add_parser("demo", help="generate a TPC-H table, compute and show its statistics")
     c.add_argument("--dir", default=".demo", help="where the sample table goes (default .demo)")

@@ -95,3 +95,10 @@ def histogram(column: str, bins: list[dict], rows: int = 24, width: int = 48,
         bar = "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
         console.print(f"{(str(b['lower']) + ' .. ' + str(b['upper'])):>{label}} "
                       f"[cyan]{bar:<{width}}[/] {b['count']:,}", highlight=False)
+
+
+def quantiles(result: dict) -> None:
+    how = "exact" if result["exact"] else f"approximate, rank error ±{result['rank_error']:.2%}"
+    out.print(f"[bold]{result['column']}[/] quantiles ({how})")
+    for item in result["quantiles"]:
+        out.print(f"  {item['q']:>8g}  {item['value']}", highlight=False)

@@ -24,7 +24,7 @@ from metastore import schema
 from metastore import types as ty
 
 STATISTICS, FREQUENCIES, HISTOGRAMS = "statistics.parquet", "frequencies.parquet", "histograms.parquet"
-MANIFEST, LATEST = "manifest.json", "LATEST"
+MANIFEST, LATEST, RANKS = "manifest.json", "LATEST", "ranks.parquet"
 DATA_SCHEMA_KEY = b"lakestats.data_schema"
 ROW_COUNT_KEY = b"lakestats.row_count"
 

@@ -3,9 +3,14 @@ files (and rows) asked for."""
 from __future__ import annotations
 
 import json
+import math
+from fractions import Fraction
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from metastore import types as ty
 
 from metastore import files, schema
 from metastore.store import Store
@@ -84,5 +89,101 @@ class TableStatistics:
         out["columns"] = files.column_statistics(table)
         return out
 
+    def version_dir(self) -> Store:
+        return self._dir(None)
+
+    def ranked_columns(self) -> list[str]:
+        """Columns of the version's ranks.parquet (none if it has no ranks)."""
+        if not self.version_dir().exists(files.RANKS):
+            return []
+        meta = self.version_dir().open_parquet(files.RANKS).schema_arrow.metadata or {}
+        return json.loads(meta.get(schema.RANKED_COLUMNS_KEY, b"[]"))
+
+    def _values_count(self, column: str) -> int:
+        row = self.statistics(columns=[column], sketches=False).to_pylist()[0]
+        return row["row_count"] - row["null_count"]
+
+    def exact_quantiles(self, column: str, qs: list[float]) -> list[str | None]:
+        """percentile_disc over the non-null values (NaN after +inf): the value at 1-based
+        position ceil(q * n), the minimum for q = 0; from ranks.parquet, one row group each."""
+        if column not in self.ranked_columns():
+            raise StatisticsNotFound(f"column {column!r} has no ranks in version {self.version} "
+                                     "(lakestats compute --ranks, or quantiles --exact)")
+        n = self._values_count(column)
+        out = []
+        for q in qs:
+            if n == 0:
+                out.append(None)
+                continue
+            position = max(1, math.ceil(Fraction(str(q)) * n))
+            rows = self.version_dir().read_parquet(
+                files.RANKS, columns=["value"], filters=(pc.field("column") == column)
+                & (pc.field("rank") <= position) & (pc.field("last") >= position))
+            out.append(rows["value"][0].as_py())
+        return out
+
+    def rank(self, column: str, value: str) -> dict:
+        """How many non-null values are smaller than `value` (canonical text), and its count."""
+        if column not in self.ranked_columns():
+            raise StatisticsNotFound(f"column {column!r} has no ranks in version {self.version}")
+        arrow_type = files.decode_schema(self.manifest["schema"]).field(column).type
+        rows = self.version_dir().read_parquet(files.RANKS, columns=["value", "rank", "count"],
+                                               filters=pc.field("column") == column)
+        typed = ty.from_text(rows["value"].to_pylist(), arrow_type)
+        try:
+            probe = ty.from_text([value], arrow_type)[0]
+        except (pa.ArrowInvalid, ValueError) as e:
+            raise StatisticsNotFound(f"{value!r} is not a {arrow_type} value ({e})") from None
+        texts = rows["value"].to_pylist()
+        canonical = ty.scalar_text(probe)
+        if canonical in texts:
+            i = texts.index(canonical)
+            return {"column": column, "value": canonical, "smaller": rows["rank"][i].as_py() - 1,
+                    "count": rows["count"][i].as_py()}
+        less = pc.fill_null(pc.less(typed, probe), False).to_numpy(zero_copy_only=False)
+        smaller = int(rows["count"].to_numpy()[less].sum())
+        return {"column": column, "value": canonical, "smaller": smaller, "count": 0}
+
+    def approximate_quantiles(self, column: str, qs: list[float]) -> dict:
+        """From the merged KLL sketch, with its normalized rank error; exact when the table
+        keeps the column's complete frequencies (then no sketch is needed)."""
+        import datasketches as ds
+        row = self.statistics(columns=[column]).to_pylist()[0]
+        arrow_type = files.decode_schema(self.manifest["schema"]).field(column).type
+        if row["frequencies_complete"]:
+            return {"exact": True, "quantiles": _quantiles_from_frequencies(
+                self.frequencies(column), arrow_type, qs)}
+        if row["quantile_sketch"] is None:
+            raise StatisticsNotFound(f"column {column!r} ({arrow_type}) has no quantile sketch: "
+                                     "use --exact")
+        kll = ds.kll_doubles_sketch.deserialize(row["quantile_sketch"])
+        values = [kll.get_quantile(q) for q in qs]
+        return {"exact": False, "rank_error": kll.normalized_rank_error(False),
+                "quantiles": [_from_binning(v, arrow_type) for v in values]}
+
     def partitions(self) -> list[dict]:
         return [{"path": path, **entry} for path, entry in sorted(self.manifest["partitions"].items())]
+
+
+def _quantiles_from_frequencies(freq: pa.Table, arrow_type: pa.DataType, qs: list[float]) -> list:
+    typed = ty.from_text(freq["value"].to_pylist(), arrow_type)
+    order = pc.sort_indices(typed)
+    texts = freq["value"].take(order)
+    cumulative = np.cumsum(freq["frequency"].take(order).to_numpy())
+    n = int(cumulative[-1]) if cumulative.size else 0
+    out = []
+    for q in qs:
+        position = max(1, math.ceil(Fraction(str(q)) * n))
+        out.append(texts[int(np.searchsorted(cumulative, position))].as_py() if n else None)
+    return out
+
+
+def _from_binning(value: float, arrow_type: pa.DataType) -> str:
+    """A KLL quantile (binning domain) as canonical text of the column's type."""
+    kind = ty.kind_of(arrow_type)
+    if kind in (ty.INTEGER, ty.TEMPORAL):
+        storage = arrow_type if kind == ty.INTEGER else (
+            pa.int32() if arrow_type.bit_width == 32 else pa.int64())
+        typed = pa.array([round(value)], storage)
+        return ty.to_text(typed if storage == arrow_type else typed.view(arrow_type))[0].as_py()
+    return ty.scalar_text(pa.scalar(value, pa.float64()))

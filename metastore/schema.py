@@ -67,6 +67,19 @@ def histogram_cell_type(edge_type: pa.DataType) -> pa.DataType:
     return pa.struct([("lower", edge_type), ("upper", edge_type), ("count", pa.int64())])
 
 
+# ranks.parquet (table level, on request): one row per distinct non-null value of each ranked
+# column, ordered by column (table order), then rank. Row groups are small and rank-sorted, so
+# a quantile lookup reads one.
+RANKS_SCHEMA = pa.schema([
+    pa.field("column", pa.string()),      # column name
+    pa.field("value", pa.string()),       # canonical text of the value
+    pa.field("rank", pa.int64()),         # SQL RANK(): 1 + the number of smaller non-null values
+    pa.field("count", pa.int64()),        # rows holding the value
+    pa.field("last", pa.int64()),         # rank + count - 1: the value's last 1-based position
+])
+RANKS_ROW_GROUP = 16_384
+RANKED_COLUMNS_KEY = b"lakestats.ranked_columns"
+
 # The JSON of a table version's manifest (manifest.json), for reference:
 # {"version": "v000003", "created": iso, "row_count": n, "schema": <base64 IPC schema>,
 #  "partitions": {rel_path: {"size": n, "etag": str, "fingerprint": str,

@@ -5,6 +5,7 @@ same code talks to AWS, moto's server or localstack.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -117,6 +118,25 @@ class Store:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+
+    @contextlib.contextmanager
+    def atomic_output(self, *parts: str):
+        """A stream that readers see only once it is closed whole: an S3 multipart upload
+        appears on completion; locally we write a temporary file and rename it."""
+        path = self.path(*parts)
+        if self.is_s3:
+            with self.fs.open_output_stream(path) as stream:
+                yield stream
+            return
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            with pa.OSFile(tmp, "wb") as stream:
+                yield stream
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
     def write_parquet(self, table: pa.Table, *parts: str, row_group_size: int | None = None) -> None:
         sink = pa.BufferOutputStream()

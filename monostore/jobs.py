@@ -12,14 +12,15 @@ import uuid
 import redis
 
 JOB_TTL_SECONDS = 6 * 3600
-_clients: dict[str, redis.Redis] = {}
+_clients: dict[tuple[str, bool], redis.Redis] = {}
 
 
-def client(url: str) -> redis.Redis:
-    """One connection pool per URL and process (workers report many results)."""
-    if url not in _clients:
-        _clients[url] = redis.Redis.from_url(url, decode_responses=True)
-    return _clients[url]
+def client(url: str, raw: bool = False) -> redis.Redis:
+    """One connection pool per URL and process (workers report many results); raw clients
+    return bytes, the others text."""
+    if (url, raw) not in _clients:
+        _clients[url, raw] = redis.Redis.from_url(url, decode_responses=not raw)
+    return _clients[url, raw]
 
 
 class Job:
