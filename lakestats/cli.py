@@ -50,7 +50,8 @@ def cmd_compute(args) -> int:
         ranks = None
         if args.ranks and report.version and not failure:
             from monostore.ranks import compute_ranks
-            ranks = compute_ranks(_stats_root(args), invoker, url, args.ranks.split(","))
+            ranks = compute_ranks(_stats_root(args), invoker, url, args.ranks.split(","),
+                                  progress=progress)
     for reason in report.failed.values():
         print(f"lakestats: failed: {reason}", file=sys.stderr)
     if args.json:
@@ -99,10 +100,9 @@ def _ensure_ranks(args, stats) -> None:
     from infra.redis_server import redis_url
     from monostore.invokers import make_invoker
     from monostore.ranks import compute_ranks
-    if not args.json:
-        print(f"computing exact ranks of {args.column!r} (distributed sort)...", file=sys.stderr)
-    with redis_url(args.redis_url) as url, make_invoker("local", args.workers) as invoker:
-        compute_ranks(_stats_root(args), invoker, url, [args.column])
+    with render.progress_bar(f"exact ranks of {args.column} (distributed sort)") as progress, \
+            redis_url(args.redis_url) as url, make_invoker("local", args.workers) as invoker:
+        compute_ranks(_stats_root(args), invoker, url, [args.column], progress=progress)
 
 
 def cmd_quantiles(args) -> int:

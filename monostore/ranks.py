@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -46,7 +47,8 @@ class RanksReport:
     columns: dict[str, dict] = field(default_factory=dict)   # column -> values, bytes, seconds
 
 
-def invoke_all(invoker: Invoker, events: list[dict], max_attempts: int = 3) -> list[dict]:
+def invoke_all(invoker: Invoker, events: list[dict], max_attempts: int = 3,
+               progress: Callable[[], None] | None = None) -> list[dict]:
     """Run one step on every worker; a failed invocation is retried, then the step fails."""
     results: list[dict | None] = [None] * len(events)
     for attempt in range(max_attempts):
@@ -54,14 +56,16 @@ def invoke_all(invoker: Invoker, events: list[dict], max_attempts: int = 3) -> l
         for i, future in futures.items():
             try:
                 results[i] = future.result()
+                if progress:
+                    progress()
             except InvocationError as e:
                 if attempt == max_attempts - 1:
                     raise RanksFailed(f"{events[i]['action']} #{events[i]['index']}: {e}") from e
     return results
 
 
-def compute_ranks(stats_root: str, invoker: Invoker, redis_url: str,
-                  columns: list[str]) -> RanksReport:
+def compute_ranks(stats_root: str, invoker: Invoker, redis_url: str, columns: list[str],
+                  progress: Callable[[int, int], None] | None = None) -> RanksReport:
     """Ranks of `columns` for the published version, added to the version's ranks.parquet."""
     stats = TableStatistics(stats_root)
     manifest = stats.manifest
@@ -79,10 +83,17 @@ def compute_ranks(stats_root: str, invoker: Invoker, redis_url: str,
     specs = {"exchange": {"kind": "object", "root": root, "job": job.id},
              "small": {"kind": "redis", "redis_url": redis_url, "job": job.id}}
     totals: dict[str, list[int]] = {}
+    steps, done = 3 * len(paths) * len(columns), 0
+
+    def step_done() -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(min(done, steps), steps)
     try:
         for k, column in enumerate(columns):
             totals[column] = _sort(invoker, exchange, small, specs, paths, manifest["table"], k,
-                                   table_schema.field(column), report)
+                                   table_schema.field(column), report, step_done)
         _write(stats, exchange, columns, totals, table_schema)
     finally:
         exchange.clear()
@@ -91,21 +102,22 @@ def compute_ranks(stats_root: str, invoker: Invoker, redis_url: str,
     return report
 
 
-def _sort(invoker, exchange, small, specs, paths, table_uri, k, field_, report) -> list[int]:
+def _sort(invoker, exchange, small, specs, paths, table_uri, k, field_, report,
+          step_done) -> list[int]:
     started = time.monotonic()
     base = {**specs, "column_index": k, "table": table_uri,
             "field": files.encode_schema(pa.schema([field_]))}
     sampled = invoke_all(invoker, [{**base, "action": "rank_sample", "index": i, "rel_path": p,
                                     "samples": SAMPLES_PER_RANGE * len(paths)}
-                                   for i, p in enumerate(paths)])
+                                   for i, p in enumerate(paths)], progress=step_done)
     sorted_at = time.monotonic()
     splitters = _splitters(small.get_all(channel(base, "samples"), 0), len(paths))
     small.put(channel(base, "splitters"), 0, 0, pa.table({"value": splitters}))
     scattered = invoke_all(invoker, [{**base, "action": "rank_scatter", "index": i}
-                                     for i in range(len(paths))])
+                                     for i in range(len(paths))], progress=step_done)
     scattered_at = time.monotonic()
     merged = invoke_all(invoker, [{**base, "action": "rank_merge", "index": r}
-                                  for r in range(len(splitters) + 1)])
+                                  for r in range(len(splitters) + 1)], progress=step_done)
     report.columns[field_.name] = {
         "values": sum(s["values"] for s in sampled), "ranges": len(merged),
         "bytes_exchanged": sum(x["bytes"] for x in sampled + scattered + merged),

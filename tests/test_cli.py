@@ -83,6 +83,19 @@ def test_compute_names_each_bad_file(tmp_path):
     assert not (tmp_path / "_lakestats" / "LATEST").exists()
 
 
+def test_quantiles_and_rank_json(table):
+    exact = json.loads(cli("quantiles", table, "qty", "0", "0.5", "1", "--exact", "--json").stdout)
+    data = sorted(v for f in table.rglob("*.parquet") if "_lakestats" not in str(f)
+                  for v in pq.read_table(f)["qty"].to_pylist() if v is not None)
+    assert exact["exact"] is True and exact["column"] == "qty"
+    assert [item["value"] for item in exact["quantiles"]] == \
+        [str(data[0]), str(data[(len(data) + 1) // 2 - 1]), str(data[-1])]
+    approximate = json.loads(cli("quantiles", table, "price", "0.5", "--json").stdout)
+    assert approximate["quantiles"][0]["q"] == 0.5
+    ranked = json.loads(cli("rank", table, "qty", str(data[0]), "--json").stdout)
+    assert (ranked["smaller"], ranked["count"]) == (0, data.count(data[0]))
+
+
 def test_usage_errors_are_one_line():
     done = cli("histogram", "only-a-table")
     assert done.returncode == 2
