@@ -23,6 +23,7 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_compute.py
 	$(BIN)/python benchmarks/bench_spark.py
+	$(BIN)/python benchmarks/bench_quantiles.py
 
 clean:
 	rm -rf $(VENV) .demo

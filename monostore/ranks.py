@@ -1,8 +1,8 @@
 """Exact ranks by distributed sort, in a fixed number of steps (seed 003), and ranks.parquet.
 
  1. every worker sorts its partition's column into (value, count) runs     rank_sample
- 2-4. the coordinator merges the workers' equi-depth samples and cuts the value range into as
-    many ranges as there are partitions, each holding about the same number of values. (The
+ 2-4. the coordinator merges the workers' equi-depth samples and cuts the value range into
+    ranges holding about the same number of values, a few per worker. (The
     seed reduces equal-width histograms here; equi-depth samples balance skewed data and work
     for strings, which have no width. A value repeated for most rows is a single run, so heavy
     duplicates cannot unbalance memory.)
@@ -35,6 +35,7 @@ from monostore.invokers import InvocationError, Invoker
 from monostore.jobs import Job
 
 SAMPLES_PER_RANGE = 16
+RANGES_PER_WORKER = 4
 
 
 class RanksFailed(Exception):
@@ -104,14 +105,17 @@ def compute_ranks(stats_root: str, invoker: Invoker, redis_url: str, columns: li
 
 def _sort(invoker, exchange, small, specs, paths, table_uri, k, field_, report,
           step_done) -> list[int]:
+    # as many ranges as workers can merge at once (the seed's one per function), at most one per
+    # partition, so that each merge holds about its share of the column
+    ranges = max(1, min(len(paths), RANGES_PER_WORKER * invoker.workers))
     started = time.monotonic()
     base = {**specs, "column_index": k, "table": table_uri,
             "field": files.encode_schema(pa.schema([field_]))}
     sampled = invoke_all(invoker, [{**base, "action": "rank_sample", "index": i, "rel_path": p,
-                                    "samples": SAMPLES_PER_RANGE * len(paths)}
+                                    "samples": SAMPLES_PER_RANGE * ranges}
                                    for i, p in enumerate(paths)], progress=step_done)
     sorted_at = time.monotonic()
-    splitters = _splitters(small.get_all(channel(base, "samples"), 0), len(paths))
+    splitters = _splitters(small.get_all(channel(base, "samples"), 0), ranges)
     small.put(channel(base, "splitters"), 0, 0, pa.table({"value": splitters}))
     scattered = invoke_all(invoker, [{**base, "action": "rank_scatter", "index": i}
                                      for i in range(len(paths))], progress=step_done)
