@@ -110,16 +110,25 @@ class TableStatistics:
             raise StatisticsNotFound(f"column {column!r} has no ranks in version {self.version} "
                                      "(lakestats compute --ranks, or quantiles --exact)")
         n = self._values_count(column)
+        parquet = self.version_dir().open_parquet(files.RANKS)
+        names = parquet.schema_arrow.names
+        groups = []                               # (first rank, last position) per row group
+        for i in range(parquet.metadata.num_row_groups):
+            group = parquet.metadata.row_group(i)
+            stats = {k: group.column(names.index(k)).statistics for k in ("column", "rank", "last")}
+            if stats["column"].min == column == stats["column"].max:
+                groups.append((i, stats["rank"].min, stats["last"].max))
         out = []
         for q in qs:
-            if n == 0:
+            position = max(1, math.ceil(Fraction(str(q)) * n))
+            hit = next((i for i, first, last in groups if first <= position <= last), None)
+            if n == 0 or hit is None:
                 out.append(None)
                 continue
-            position = max(1, math.ceil(Fraction(str(q)) * n))
-            rows = self.version_dir().read_parquet(
-                files.RANKS, columns=["value"], filters=(pc.field("column") == column)
-                & (pc.field("rank") <= position) & (pc.field("last") >= position))
-            out.append(rows["value"][0].as_py())
+            rows = parquet.read_row_group(hit, columns=["value", "rank", "last"])
+            row = pc.and_(pc.less_equal(rows["rank"], position),
+                          pc.greater_equal(rows["last"], position))
+            out.append(rows.filter(row)["value"][0].as_py())
         return out
 
     def rank(self, column: str, value: str) -> dict:
