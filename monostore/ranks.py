@@ -154,7 +154,8 @@ def _write(stats: TableStatistics, exchange, columns: list[str], totals: dict[st
     old = stats.version_dir().open_parquet(files.RANKS) if kept else None
     metadata = {schema.RANKED_COLUMNS_KEY: json.dumps(order)}
     with stats.version_dir().atomic_output(files.RANKS) as out, pq.ParquetWriter(
-            out, schema.RANKS_SCHEMA.with_metadata(metadata), compression="zstd") as writer:
+            out, schema.RANKS_SCHEMA.with_metadata(metadata), compression="lz4",
+            use_dictionary=["column"]) as writer:
         for column in order:
             if column in totals:
                 offsets = np.cumsum([0] + totals[column][:-1])
@@ -175,6 +176,6 @@ def _write(stats: TableStatistics, exchange, columns: list[str], totals: dict[st
 def _ranks(column: str, part: pa.Table, offset: int) -> pa.Table:
     rank = part["smaller"].to_numpy() + offset + 1              # SQL RANK(): 1 + smaller values
     count = part["count"].to_numpy()
-    return pa.table({"column": pa.array([column] * part.num_rows, pa.string()),
+    return pa.table({"column": pa.repeat(pa.scalar(column, pa.string()), part.num_rows),
                      "value": part["value"], "rank": rank, "count": count,
                      "last": rank + count - 1}, schema=schema.RANKS_SCHEMA)
