@@ -46,14 +46,19 @@ def value_counts(values: pa.Array) -> pa.StructArray:
     t = values.type
     if not (pa.types.is_decimal128(t) and t.precision <= 18) or values.null_count:
         return pc.value_counts(values)
-    words = np.frombuffer(values.buffers()[1], np.int64)
-    low = words[2 * values.offset: 2 * (values.offset + len(values)): 2]  # high word: sign only
-    counted = pc.value_counts(pa.array(low))
+    counted = pc.value_counts(pa.array(unscaled_int64(values)))
     keys = counted.field(0).to_numpy()
     storage = np.empty(2 * len(keys), np.int64)
     storage[0::2], storage[1::2] = keys, keys >> 63
     decimals = pa.Array.from_buffers(t, len(keys), [None, pa.py_buffer(storage)])
     return pa.StructArray.from_arrays([decimals, counted.field(1)], names=["values", "counts"])
+
+
+def unscaled_int64(values: pa.Array) -> np.ndarray:
+    """The unscaled integers of a decimal128 array of at most 18 digits (no nulls): the low
+    64-bit word of each value, the high word being only its sign."""
+    words = np.frombuffer(values.buffers()[1], np.int64)
+    return words[2 * values.offset: 2 * (values.offset + len(values)): 2]
 
 
 def exact_int_sum(arr: pa.Array) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from functions.column_stats import value_counts
+from functions.column_stats import unscaled_int64, value_counts
 from metastore import files
 from metastore import types as ty
 from metastore.store import Store
@@ -72,7 +72,8 @@ def rank_scatter(event: dict) -> dict:
     me = event["index"]
     runs = exchange.get_all(channel(event, "sorted"), me)[0]
     splitters = make_exchange(event["small"]).get_all(channel(event, "splitters"), 0)[0]["value"]
-    cuts = [0] + [_at_most(runs["value"], s) for s in splitters] + [runs.num_rows]
+    cuts = [0] + _at_most(runs["value"].combine_chunks(), splitters.combine_chunks()) \
+        + [runs.num_rows]
     moved = 0
     for r in range(len(cuts) - 1):
         if cuts[r + 1] > cuts[r]:
@@ -80,11 +81,26 @@ def rank_scatter(event: dict) -> dict:
     return {"bytes": moved}
 
 
-def _at_most(values: pa.ChunkedArray, splitter: pa.Scalar) -> int:
-    """How many of the sorted values are <= splitter, NaN being the largest value."""
-    if pa.types.is_floating(values.type) and splitter.is_valid and splitter.as_py() != splitter.as_py():
-        return len(values)
-    return int(pc.sum(pc.less_equal(values, splitter)).as_py() or 0)
+def _at_most(values: pa.Array, splitters: pa.Array) -> list[int]:
+    """For each splitter, how many of the sorted values are <= it (NaN being the largest)."""
+    keys, bounds = _order_keys(values), _order_keys(splitters)
+    if keys is not None:                  # numbers: one binary search per splitter
+        return np.searchsorted(keys, bounds, side="right").tolist()
+    return [int(pc.sum(pc.less_equal(values, s)).as_py() or 0) for s in splitters]
+
+
+def _order_keys(values: pa.Array) -> np.ndarray | None:
+    """Numbers that sort like the values (NumPy sorts NaN last, as Arrow does), or None."""
+    t = values.type
+    if values.null_count:
+        return None
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return values.to_numpy(zero_copy_only=False)
+    if pa.types.is_temporal(t):
+        return values.view(pa.int32() if t.bit_width == 32 else pa.int64()).to_numpy()
+    if pa.types.is_decimal128(t) and t.precision <= 18:
+        return unscaled_int64(values)
+    return None
 
 
 def rank_merge(event: dict) -> dict:
