@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import collections
+import decimal
 import math
 from decimal import Decimal
+from fractions import Fraction
 
 import datasketches as ds
 import numpy as np
@@ -27,8 +29,23 @@ def binning_values(arr: pa.Array) -> np.ndarray:
     if pa.types.is_temporal(t):
         width = pa.int32() if t.bit_width == 32 else pa.int64()
         return arr.view(width).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    if pa.types.is_decimal(t):
+        return decimal_floats(arr)
     values = arr.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
     return values[~np.isnan(values)] if pa.types.is_floating(t) else values
+
+
+def decimal_floats(arr: pa.Array) -> np.ndarray:
+    """Decimals (no nulls) as their nearest float64. Arrow's decimal-to-float cast can be an ulp
+    off, which moves values across bin edges; one division of exact doubles is correctly rounded
+    (unscaled values below 2**53, scales up to 22), Arrow's text parser is in general."""
+    t = arr.type
+    if pa.types.is_decimal128(t) and t.scale <= 22:
+        words = _words(arr)[0]
+        low, high = words[:, 0].view(np.int64), words[:, 1].view(np.int64)
+        if ((high == low >> 63) & (low > -2**53) & (low < 2**53)).all():
+            return low.astype(np.float64) / 10.0 ** t.scale
+    return arr.cast(pa.string()).cast(pa.float64()).to_numpy(zero_copy_only=False)
 
 
 def min_max(values: pa.Array) -> list[pa.Scalar]:
@@ -62,40 +79,124 @@ def unscaled_int64(values: pa.Array) -> np.ndarray:
 
 
 def exact_int_sum(arr: pa.Array) -> int:
-    """Overflow-free sum of an integer array: split into 32-bit halves that each sum in 64 bits."""
+    """Overflow-free sum of an integer array."""
     values = arr.to_numpy(zero_copy_only=False)
-    if values.dtype == np.uint64:
-        return int((values >> np.uint64(32)).sum(dtype=np.uint64)) * 2**32 + int(
-            (values & np.uint64(0xFFFFFFFF)).sum(dtype=np.uint64))
-    values = values.astype(np.int64, copy=False)
-    high = values >> np.int64(32)
-    low = (values & np.int64(0xFFFFFFFF)).astype(np.uint64)
+    return _exact_sum(values.astype(np.uint64 if values.dtype == np.uint64 else np.int64,
+                                    copy=False))
+
+
+def _exact_sum(values: np.ndarray) -> int:
+    """Sum of an int64 or uint64 array: split into 32-bit halves that each sum in 64 bits."""
+    high_type = np.uint64 if values.dtype == np.uint64 else np.int64
+    high = values >> values.dtype.type(32)
+    low = (values & values.dtype.type(0xFFFFFFFF)).astype(np.uint64)
     total = 0
     for start in range(0, values.size, 1 << 30):   # each half stays below 2**63 per slice
-        total += int(high[start:start + (1 << 30)].sum()) * 2**32
+        total += int(high[start:start + (1 << 30)].sum(dtype=high_type)) << 32
         total += int(low[start:start + (1 << 30)].sum(dtype=np.uint64))
     return total
 
 
-class Moments:
-    """Count, mean and M2 (sum of squared deviations), merged with Chan et al.'s formula."""
+def _words(values: pa.Array) -> tuple[np.ndarray, bool]:
+    """Integers or decimals' unscaled integers (no nulls) as rows of little-endian 64-bit words,
+    and whether the last word is signed (two's complement)."""
+    t = values.type
+    if pa.types.is_integer(t):
+        unsigned = pa.types.is_uint64(t)
+        ints = values.to_numpy(zero_copy_only=False).astype(
+            np.uint64 if unsigned else np.int64, copy=False)
+        return ints.view(np.uint64).reshape(-1, 1), not unsigned
+    if t.byte_width < 16:                               # decimal32 / decimal64
+        values = values.cast(pa.decimal128(t.precision, t.scale))
+    width = values.type.byte_width // 8
+    words = np.frombuffer(values.buffers()[1], np.uint64)
+    words = words[values.offset * width:(values.offset + len(values)) * width]
+    return words.reshape(-1, width), True
 
-    def __init__(self, n: int = 0, mean: float = 0.0, m2: float = 0.0):
-        self.n, self.mean, self.m2 = n, mean, m2
+
+def exact_moments(values: pa.Array) -> "Moments":
+    """Moments of integers or decimals (no nulls) with their exact total. Deviations are taken
+    from the smallest value in exact integer arithmetic before going to float64, so values far
+    from zero but close together keep their spread."""
+    words, signed = _words(values)
+    n, width = words.shape
+    scale = values.type.scale if pa.types.is_decimal(values.type) else 0
+    total = 0
+    for k in range(width):
+        column = words[:, k]
+        top = signed and k == width - 1
+        total += _exact_sum(column.view(np.int64) if top else column) << (64 * k)
+    mm = pc.min_max(values)["min"]
+    pivot_words = _words(pa.repeat(mm, 1))[0][0]
+    pivot = sum(int(w) << (64 * k) for k, w in enumerate(pivot_words))
+    if signed and pivot_words[-1] >> np.uint64(63):
+        pivot -= 1 << (64 * width)
+    deviations = np.zeros(n, np.float64)
+    borrow = np.zeros(n, np.uint64)
+    for k in range(width):                # value - pivot, word by word: >= 0, < 2**(64 * width)
+        column, p = words[:, k], pivot_words[k]
+        deviations += np.ldexp((column - p - borrow).astype(np.float64), 64 * k)
+        borrow = ((column < p) | ((column == p) & (borrow == 1))).astype(np.uint64)
+    moments = Moments.of(deviations, (total - n * pivot) / n)
+    exact = total if not pa.types.is_decimal(values.type) else \
+        decimal.Decimal(total).scaleb(-scale, ty.EXACT_DECIMALS)
+    m2 = moments.m2 / 10 ** (2 * scale) if isinstance(moments.m2, Fraction) else moments.m2
+    return Moments(n, float(Fraction(total, n) / 10 ** scale), m2, exact)
+
+
+def _rounded(x: Fraction) -> Fraction:
+    """x to 53 significant bits (a float's precision, without a float's exponent range), so
+    that merged sums of squares stay small fractions."""
+    if x == 0:
+        return x
+    k = x.numerator.bit_length() - x.denominator.bit_length()
+    return Fraction(float(x / Fraction(2) ** k)) * Fraction(2) ** k
+
+
+def _sqrt(x: Fraction) -> float:
+    if x == 0:
+        return 0.0
+    k = (x.numerator.bit_length() - x.denominator.bit_length()) // 2 * 2
+    try:
+        return math.ldexp(math.sqrt(float(x / Fraction(2) ** k)), k // 2)
+    except OverflowError:
+        return math.inf
+
+
+class Moments:
+    """Count, mean and M2 (sum of squared deviations), merged with Chan et al.'s formula. M2 is
+    a Fraction (squares of deviations beyond 1e154 overflow float64), or NaN when infinities
+    make it undefined. Integer and decimal moments carry their exact total, so that merges take
+    the difference of two means exactly."""
+
+    def __init__(self, n: int = 0, mean: float = 0.0, m2: Fraction | float = 0,
+                 total: int | decimal.Decimal | None = None):
+        self.n, self.mean, self.total = n, mean, total
+        self.m2 = m2 if isinstance(m2, Fraction) else (
+            Fraction(m2) if math.isfinite(m2) else math.nan)
 
     def merge(self, other: "Moments") -> None:
         if other.n == 0:
             return
         if self.n == 0:
-            self.n, self.mean, self.m2 = other.n, other.mean, other.m2
+            self.n, self.mean, self.m2, self.total = other.n, other.mean, other.m2, other.total
             return
         n = self.n + other.n
-        delta = other.mean - self.mean
-        if math.isfinite(delta):
-            self.m2 += other.m2 + delta * delta * self.n * other.n / n
-            self.mean += delta * other.n / n
+        if self.total is not None and other.total is not None:
+            delta = Fraction(other.total) / other.n - Fraction(self.total) / self.n
+            with decimal.localcontext(ty.EXACT_DECIMALS):
+                self.total = self.total + other.total
+            self.mean = float(Fraction(self.total) / n)
+        elif math.isfinite(self.mean) and math.isfinite(other.mean):
+            delta = Fraction(other.mean) - Fraction(self.mean)
+            self.mean = float(Fraction(self.mean) + delta * other.n / n)
         else:   # infinities: let IEEE arithmetic decide (inf, or nan for inf - inf)
             self.mean = (self.mean * self.n + other.mean * other.n) / n
+            self.m2, self.n = math.nan, n
+            return
+        if isinstance(self.m2, Fraction) and isinstance(other.m2, Fraction):
+            self.m2 = _rounded(self.m2 + other.m2 + delta * delta * self.n * other.n / n)
+        else:
             self.m2 = math.nan
         self.n = n
 
@@ -104,15 +205,22 @@ class Moments:
         if values.size == 0:
             return cls()
         with np.errstate(invalid="ignore", over="ignore"):   # inf - inf is NaN, by design
-            m = float(values.mean()) if mean is None else mean
-            m2 = float(np.square(values - m).sum()) if math.isfinite(m) else math.nan
-        return cls(values.size, m, m2)
+            if not np.isfinite(values).all():
+                return cls(values.size, float(values.mean()) if mean is None else mean, math.nan)
+            # scaled by a power of two into [-1, 1]: neither the sum nor the squares overflow
+            # (values near 1e308) or underflow (values near 1e-308)
+            top = float(np.abs(values).max())
+            k = math.frexp(top)[1] if top else 0
+            scaled = np.ldexp(values, -k)
+            m = math.ldexp(float(scaled.mean()), k) if mean is None else mean
+            m2 = float(np.square(scaled - math.ldexp(m, -k)).sum())
+        return cls(values.size, m, Fraction(m2) * Fraction(2) ** (2 * k))
 
     @property
     def stddev(self) -> float | None:
         if self.n < 2:
             return None
-        return math.sqrt(self.m2 / (self.n - 1)) if self.m2 >= 0 else math.nan
+        return _sqrt(self.m2 / (self.n - 1)) if isinstance(self.m2, Fraction) else math.nan
 
 
 class ColumnStats:
@@ -165,16 +273,13 @@ class ColumnStats:
             self.histograms.append(hist.build(binned, self.max_bins))
 
     def _add_moments(self, values: pa.Array) -> None:
-        as_float = values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-        if self.kind == ty.INTEGER:
-            exact = exact_int_sum(values)
-            self.sum += exact
-            self.moments.merge(Moments.of(as_float, exact / len(values)))
-        elif self.kind == ty.DECIMAL:
-            wide = values.cast(pa.decimal256(76, values.type.scale))   # no overflow
-            self.sum = ty.EXACT_DECIMALS.add(self.sum, pc.sum(wide).as_py())
-            self.moments.merge(Moments.of(as_float))
+        if self.kind in (ty.INTEGER, ty.DECIMAL):     # exact sums (decimal256 sums overflow)
+            moments = exact_moments(values)
+            self.sum = ty.EXACT_DECIMALS.add(self.sum, moments.total) \
+                if self.kind == ty.DECIMAL else self.sum + moments.total
+            self.moments.merge(moments)
         else:
+            as_float = values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
             with np.errstate(invalid="ignore", over="ignore"):
                 self.sum += float(as_float.sum())
             self.moments.merge(Moments.of(as_float))

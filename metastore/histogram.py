@@ -64,9 +64,11 @@ def build(values: np.ndarray, max_bins: int = DEFAULT_BINS) -> Histogram | None:
 
 
 def _float_floor_exponent(magnitude: float) -> int:
+    # the spacing of floats around the magnitude, and never finer than that of subnormals
+    # (2**-1074): finer bin edges would not be representable
     if magnitude == 0:
         return -1074
-    return math.frexp(magnitude)[1] - 53
+    return max(math.frexp(magnitude)[1] - 53, -1074)
 
 
 def _build_float(values: np.ndarray, max_bins: int) -> Histogram | None:
@@ -80,16 +82,24 @@ def _build_float(values: np.ndarray, max_bins: int) -> Histogram | None:
         return Histogram(0, 0, np.zeros(0, np.int64), neg_inf, pos_inf, float_domain=True)
     lo, hi = float(values.min()), float(values.max())
     e0 = _float_floor_exponent(max(abs(lo), abs(hi)))
-    e = _fit(math.floor(math.ldexp(lo, -e0)), math.floor(math.ldexp(hi, -e0)), e0, max_bins)
-    idx = np.floor(np.ldexp(values, -e)).astype(np.int64)
+    e = _fit(_float_index(lo, e0), _float_index(hi, e0), e0, max_bins)
+    scaled = np.ldexp(values, -e)
+    idx = np.floor(scaled).astype(np.int64)
+    idx[(scaled == 0) & (values < 0)] = -1      # tiny negatives that underflowed to -0.0
     first = int(idx.min())
     counts = np.bincount(idx - first, minlength=_span_float(lo, hi, e))
     return Histogram(e, first, counts.astype(np.int64), neg_inf, pos_inf, float_domain=True,
                      low=lo, high=hi)
 
 
+def _float_index(x: float, e: int) -> int:
+    """floor(x / 2**e), exactly: x * 2**-e may underflow, and a negative x is then in bin -1."""
+    scaled = math.ldexp(x, -e)
+    return -1 if scaled == 0 and x < 0 else math.floor(scaled)
+
+
 def _span_float(lo: float, hi: float, e: int) -> int:
-    return math.floor(math.ldexp(hi, -e)) - math.floor(math.ldexp(lo, -e)) + 1
+    return _float_index(hi, e) - _float_index(lo, e) + 1
 
 
 def merge(histograms: list[Histogram | None], max_bins: int = DEFAULT_BINS) -> Histogram | None:

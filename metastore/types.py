@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import decimal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -90,16 +91,38 @@ def to_text(arr: pa.Array) -> pa.Array:
     return arr.cast(pa.string())
 
 
-_FRACTION = {"s": "", "ms": ".%f", "us": ".%f", "ns": ".%f"}
+_DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 
 
 def _timestamp_text(arr: pa.Array) -> pa.Array:
-    # Arrow's %S already carries the unit's fractional digits; %z gives +hhmm, ISO wants +hh:mm.
-    fmt = "%Y-%m-%dT%H:%M:%S"
-    if arr.type.tz is None:
-        return pc.strftime(arr, format=fmt)
-    text = pc.strftime(arr, format=fmt + "%z")
-    return pc.replace_substring_regex(text, r"([+-]\d\d)(\d\d)$", r"\1:\2")
+    # Rendered from whole seconds plus an integer fraction: Arrow's own conversion to local time
+    # wraps around near the ends of int64 nanoseconds. Offsets are +hh:mm, with :ss appended when
+    # the zone's offset has seconds (local mean time before standard time), as java.time does.
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    tz, digits = arr.type.tz, _DIGITS[arr.type.unit]
+    ticks = pc.fill_null(arr.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    secs, fraction = np.divmod(ticks, 10 ** digits)
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    seconds = pa.array(secs, pa.timestamp("s", tz), mask=null)
+    text = pc.strftime(seconds, format="%Y-%m-%dT%H:%M:%S")
+    if digits:
+        text = pc.binary_join_element_wise(text, _padded(fraction, digits), ".")
+    if tz is None:
+        return text
+    local = pc.fill_null(pc.local_timestamp(seconds).view(pa.int64()), 0)
+    offset = local.to_numpy(zero_copy_only=False) - secs       # seconds east of UTC
+    magnitude = np.abs(offset)
+    sign = pc.if_else(pa.array(offset < 0), "-", "+")
+    hh_mm = pc.binary_join_element_wise(_padded(magnitude // 3600, 2),
+                                        _padded(magnitude // 60 % 60, 2), ":")
+    ss = pc.if_else(pa.array(magnitude % 60 != 0),
+                    pc.binary_join_element_wise(":", _padded(magnitude % 60, 2), ""), "")
+    return pc.binary_join_element_wise(text, sign, hh_mm, ss, "")
+
+
+def _padded(numbers: np.ndarray, width: int) -> pa.Array:
+    return pc.utf8_lpad(pa.array(numbers).cast(pa.string()), width, "0")
 
 
 def scalar_text(value: pa.Scalar) -> str | None:
@@ -122,7 +145,37 @@ def from_text(texts: list[str | None], t: pa.DataType) -> pa.Array:
         stamps = pc.binary_join_element_wise("1970-01-01T", arr, "")
         ticks = from_text(stamps.to_pylist(), pa.timestamp(t.unit)).cast(pa.int64())
         return (ticks.cast(pa.int32()) if t.bit_width == 32 else ticks).view(t)
-    if pa.types.is_timestamp(t):   # text always has fractional digits: parse finely, then narrow
+    if pa.types.is_timestamp(t):
+        return _parse_timestamps(arr, t)
+    return arr.cast(t)
+
+
+_TIMESTAMP = (r"^(?P<main>.*T\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d+))?"
+              r"(?P<offset>[+-]\d\d:\d\d|Z)?(?::(?P<offset_seconds>\d\d))?$")
+
+
+def _parse_timestamps(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """Whole seconds (and the offset) through Arrow's parser, the fraction and any offset
+    seconds as integers: Arrow's nanosecond parser overflows within a second of int64's ends."""
+    parts = pc.extract_regex(arr, _TIMESTAMP)
+    if parts.null_count > arr.null_count:     # not canonical text (a date alone, a space): Arrow's
         fine = pa.timestamp("ns" if t.unit == "ns" else "us", None if t.tz is None else "UTC")
         return arr.cast(fine).cast(t)
-    return arr.cast(t)
+    main, fraction, offset, offset_seconds = parts.flatten()   # nulls where the text is null
+    seconds = pc.binary_join_element_wise(main, offset, "").cast(
+        pa.timestamp("s", None if t.tz is None else "UTC"))
+    ticks = pc.fill_null(seconds.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    digits = _DIGITS[t.unit]
+    scale = np.int64(10 ** digits)
+    with np.errstate(over="ignore"):   # int64 wraps; the final value is in range
+        ticks = ticks * scale
+        if digits:
+            frac = pc.utf8_slice_codeunits(pc.utf8_rpad(fraction, digits, "0"), 0, digits)
+            ticks = ticks + pc.fill_null(frac.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        extra = pc.fill_null(pc.if_else(pc.equal(offset_seconds, ""), "0", offset_seconds)
+                             .cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        if extra.any():                # +05:53:28 parsed as +05:53: 28 more seconds east
+            east = pc.starts_with(offset, "+").to_numpy(zero_copy_only=False)
+            ticks = ticks - np.where(east, extra, -extra) * scale
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    return pa.array(ticks, pa.int64(), mask=null).view(t)

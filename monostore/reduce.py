@@ -7,8 +7,10 @@ when every partition's frequencies are complete, else the merged HLL estimate.
 from __future__ import annotations
 
 import decimal
+import math
 from dataclasses import dataclass
 from decimal import Decimal
+from fractions import Fraction
 
 import datasketches as ds
 import pyarrow as pa
@@ -151,7 +153,9 @@ def _reduce_moments(row: dict, stats: list[dict], kind: str) -> None:
     for s in with_values:
         n = s["row_count"] - s["null_count"] - (s["nan_count"] or 0)
         sd = s["stddev"]
-        moments.merge(Moments(n, s["mean"], (sd * sd * (n - 1)) if sd is not None else 0.0))
+        m2 = 0 if sd is None else Fraction(sd) ** 2 * (n - 1) if math.isfinite(sd) else math.nan
+        # exact totals make the merge take exact differences of means (integers, decimals)
+        moments.merge(Moments(n, s["mean"], m2, None if kind == ty.FLOAT else parse(s["sum"])))
     if kind == ty.FLOAT:
         row["sum"], row["mean"] = ty.scalar_text(pa.scalar(total, pa.float64())), moments.mean
     else:   # exact: int / int and Decimal / int round once
