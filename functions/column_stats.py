@@ -1,7 +1,6 @@
 """Statistics of one column of one partition, accumulated chunk by chunk with Arrow kernels."""
 from __future__ import annotations
 
-import collections
 import decimal
 import math
 from decimal import Decimal
@@ -12,11 +11,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from metastore import hashing
 from metastore import histogram as hist
 from metastore import types as ty
+from metastore.bloom import BloomFilter
 
 KLL_K = 200
-HLL_LG_K = 12
+# columns with more distinct values than this in a partition get a Bloom filter: membership
+# tests then need not read the partition's frequencies
+BLOOM_MIN_DISTINCT = 1_000
 
 
 def binning_values(arr: pa.Array) -> np.ndarray:
@@ -228,10 +231,10 @@ class ColumnStats:
     counts (for frequencies.parquet) and the histogram."""
 
     def __init__(self, name: str, arrow_type: pa.DataType, max_bins: int,
-                 frequency_max_distinct: int):
+                 bloom_min_distinct: int = BLOOM_MIN_DISTINCT):
         self.name, self.type = name, arrow_type
         self.kind = ty.kind_of(arrow_type)
-        self.max_bins, self.frequency_max_distinct = max_bins, frequency_max_distinct
+        self.max_bins, self.bloom_min_distinct = max_bins, bloom_min_distinct
         self.row_count = self.null_count = self.nan_count = 0
         self.true_count = 0
         self.extremes: list[pa.Scalar] = []
@@ -240,6 +243,7 @@ class ColumnStats:
         self.moments = Moments()
         self.lengths = [None, None, 0]         # min, max, total
         self.histograms: list[hist.Histogram | None] = []
+        self.kll = ds.kll_doubles_sketch(KLL_K)
 
     def add(self, arr: pa.Array) -> None:
         self.row_count += len(arr)
@@ -271,6 +275,7 @@ class ColumnStats:
         if self.kind in ty.BINNED_KINDS:
             binned = binning_values(values)
             self.histograms.append(hist.build(binned, self.max_bins))
+            self.kll.update(binned.astype(np.float64))      # vectorized: ~30 ns a value
 
     def _add_moments(self, values: pa.Array) -> None:
         if self.kind in (ty.INTEGER, ty.DECIMAL):     # exact sums (decimal256 sums overflow)
@@ -311,15 +316,17 @@ class ColumnStats:
         if self.kind in ty.BINNED_KINDS:
             histogram = hist.merge(self.histograms, self.max_bins)
             row["histogram_exponent"] = histogram.exponent if histogram else None
-        frequencies = None
-        row["frequencies_complete"] = counts.num_rows <= self.frequency_max_distinct
-        if row["frequencies_complete"]:
-            frequencies = pa.table({"value": ty.to_text(counts["value"]),
-                                    "frequency": counts["count"]})
-        else:   # complete frequencies make sketches redundant: both derive from them exactly
-            row["ndv_sketch"], row["quantile_sketch"] = sketches(
-                counts["value"].combine_chunks(), counts["count"].to_numpy())
-        return row, frequencies, histogram
+            row["quantile_sketch"] = None if self.kll.is_empty() else self.kll.serialize()
+        # frequencies are always complete: the table-level algorithms reduce them exactly
+        text = ty.to_text(counts["value"].combine_chunks())
+        hashes = hashing.hash_text(text)
+        row["frequencies_complete"] = True
+        row["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv(hashes))
+        if counts.num_rows > self.bloom_min_distinct:
+            bloom = BloomFilter.sized(counts.num_rows)
+            bloom.add(hashes)
+            row["bloom_filter"] = bloom.to_bytes()
+        return row, pa.table({"value": text, "frequency": counts["count"]}), histogram
 
     def _merged_value_counts(self) -> pa.Table:
         """The row groups' value counts summed: one hash pass (dictionary_encode) and a bincount,
@@ -336,39 +343,6 @@ class ColumnStats:
         summed = np.bincount(encoded.indices.to_numpy(), weights=counts,
                              minlength=len(encoded.dictionary))   # exact below 2**53 rows
         return pa.table({"value": encoded.dictionary, "count": summed.astype(np.int64)})
-
-
-def sketches(values: pa.Array, counts: np.ndarray) -> tuple[bytes, bytes | None]:
-    """From distinct values and their counts: the HLL of the values and, for binned kinds, the
-    KLL of every value (each distinct value repeated by its count)."""
-    hll = ndv_sketch(values).serialize_compact()
-    if ty.kind_of(values.type) not in ty.BINNED_KINDS:
-        return hll, None
-    if ty.kind_of(values.type) == ty.FLOAT:
-        keep = pc.invert(pc.is_nan(values))
-        values, counts = values.filter(keep), counts[keep.to_numpy(zero_copy_only=False)]
-    kll = ds.kll_doubles_sketch(KLL_K)
-    kll.update(np.repeat(binning_values(values).astype(np.float64), counts))
-    return hll, kll.serialize()
-
-
-def ndv_sketch(values: pa.Array) -> ds.hll_sketch:
-    """HLL of distinct values. Numbers hash as numbers (integers of any width alike; decimals
-    of up to 15 digits, which float64 holds exactly, as floats), everything else as its
-    canonical text."""
-    sketch = ds.hll_sketch(HLL_LG_K, ds.tgt_hll_type.HLL_8)
-    t = values.type
-    if pa.types.is_uint64(t):            # the sketch takes signed 64-bit integers
-        values = values.view(pa.int64())
-    if pa.types.is_decimal(t) and t.precision <= 15:
-        values = values.cast(pa.float64())
-    if ty.kind_of(values.type) in (ty.INTEGER, ty.FLOAT):   # numpy's tolist is the fastest way
-        items = values.to_numpy(zero_copy_only=False).tolist()
-    else:
-        items = ty.to_text(values).to_pylist()
-    # DataSketches' Python API takes one item per call; map() keeps the loop in C
-    collections.deque(map(sketch.update, items), maxlen=0)
-    return sketch
 
 
 def _number_text(value) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from functions import partition, ranks
+from functions import frequencies, partition, ranks
+from functions.column_stats import BLOOM_MIN_DISTINCT
 from functions.partition import PartitionError
 from metastore.store import Store
 from monostore.jobs import Job
@@ -18,9 +19,9 @@ def partition_stats(event: dict) -> dict:
     try:
         stats = partition.compute(Store(event["table"]), rel_path,
                                   max_bins=_option(event, "max_bins", "LAKESTATS_BINS"),
-                                  frequency_max_distinct=_option(
-                                      event, "frequency_max_distinct",
-                                      "LAKESTATS_FREQUENCY_MAX_DISTINCT"))
+                                  bloom_min_distinct=_option(
+                                      event, "bloom_min_distinct",
+                                      "LAKESTATS_BLOOM_MIN_DISTINCT"))
     except PartitionError as e:
         result = {**base, "status": "failed", "error": str(e)}
     else:
@@ -34,12 +35,14 @@ def partition_stats(event: dict) -> dict:
 def _option(event: dict, key: str, env: str) -> int:
     """The event's option, else the function's environment (template.yaml), else the default."""
     defaults = {"max_bins": partition.DEFAULT_BINS,
-                "frequency_max_distinct": partition.DEFAULT_FREQUENCY_MAX_DISTINCT}
+                "bloom_min_distinct": BLOOM_MIN_DISTINCT}
     return int(event.get(key) or os.environ.get(env) or defaults[key])
 
 
 HANDLERS = {"partition_stats": partition_stats, "rank_sample": ranks.rank_sample,
-            "rank_scatter": ranks.rank_scatter, "rank_merge": ranks.rank_merge}
+            "rank_scatter": ranks.rank_scatter, "rank_merge": ranks.rank_merge,
+            "freq_send": frequencies.freq_send, "freq_confirm": frequencies.freq_confirm,
+            "freq_reduce": frequencies.freq_reduce}
 
 
 def handle(event: dict, context=None) -> dict:

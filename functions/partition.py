@@ -9,12 +9,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from functions.column_stats import ColumnStats
+from functions.column_stats import BLOOM_MIN_DISTINCT, ColumnStats
 from metastore import files
 from metastore.histogram import DEFAULT_BINS  # noqa: F401 (re-exported)
 from metastore.store import Store
-
-DEFAULT_FREQUENCY_MAX_DISTINCT = 10_000
 
 
 class PartitionError(Exception):
@@ -30,7 +28,7 @@ class PartitionStats:
 
 
 def compute(table: Store, rel_path: str, *, max_bins: int = DEFAULT_BINS,
-            frequency_max_distinct: int = DEFAULT_FREQUENCY_MAX_DISTINCT) -> PartitionStats:
+            bloom_min_distinct: int = BLOOM_MIN_DISTINCT) -> PartitionStats:
     # Bad data fails this partition for good (PartitionError); other I/O errors propagate, and
     # the coordinator retries them as it retries any failed invocation.
     try:
@@ -45,7 +43,7 @@ def compute(table: Store, rel_path: str, *, max_bins: int = DEFAULT_BINS,
     rows, frequencies, histograms = [], [], []
     for field in data_schema:
         try:
-            row, counts, histogram = _column(parquet, field, max_bins, frequency_max_distinct)
+            row, counts, histogram = _column(parquet, field, max_bins, bloom_min_distinct)
         except (pa.ArrowException, ValueError, OverflowError) as e:   # not OSError: retried
             raise PartitionError(f"{rel_path}: column {field.name!r}: {e}") from e
         rows.append(row)
@@ -59,8 +57,8 @@ def compute(table: Store, rel_path: str, *, max_bins: int = DEFAULT_BINS,
                           files.histograms_table(histograms), row_count)
 
 
-def _column(parquet, field: pa.Field, max_bins: int, frequency_max_distinct: int):
-    column = ColumnStats(field.name, field.type, max_bins, frequency_max_distinct)
+def _column(parquet, field: pa.Field, max_bins: int, bloom_min_distinct: int):
+    column = ColumnStats(field.name, field.type, max_bins, bloom_min_distinct)
     for group in range(parquet.num_row_groups):
         column.add(parquet.read_row_group(group, columns=[field.name]).column(0).combine_chunks())
     return column.finish()

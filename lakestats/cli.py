@@ -32,11 +32,15 @@ def _print_json(obj) -> None:
 def cmd_compute(args) -> int:
     from infra.redis_server import redis_url
     from monostore.coordinator import ComputeFailed, Options, compute
+    from monostore.frequencies import FrequencyOptions
     from monostore.invokers import make_invoker
 
-    options = Options(max_bins=args.bins, frequency_max_distinct=args.frequency_max_distinct,
+    options = Options(max_bins=args.bins, bloom_min_distinct=args.bloom_min_distinct,
                       allow_partial=args.allow_partial, max_attempts=args.max_attempts,
-                      partition_timeout=args.timeout)
+                      partition_timeout=args.timeout,
+                      frequencies=FrequencyOptions(args.frequency_algorithm,
+                                                   args.low_distinct_max, args.low_duplicate_max,
+                                                   args.all_values))
     with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
             redis_url(args.redis_url) as url, \
             make_invoker(args.invoker, args.workers, function_name=args.function_name) as invoker:
@@ -90,6 +94,15 @@ def cmd_histogram(args) -> int:
         _print_json({"column": args.column, "bins": bins})
     else:
         render.histogram(args.column, bins, rows=args.rows)
+    return 0
+
+
+def cmd_frequencies(args) -> int:
+    result = _open(args).frequency_list(args.column, args.partition, args.top)
+    if args.json:
+        _print_json(result)
+    else:
+        render.frequencies(result)
     return 0
 
 
@@ -164,9 +177,20 @@ def parser() -> argparse.ArgumentParser:
     c = table_command("compute", "compute (incrementally) and publish the table's statistics",
                       cmd_compute)
     c.add_argument("--bins", type=int, default=1000, help="histogram bins (default 1000)")
-    c.add_argument("--frequency-max-distinct", type=int, default=10_000, metavar="N",
-                   help="keep a partition's exact frequencies of a column when it has at most N "
-                        "distinct values (default 10000)")
+    c.add_argument("--frequency-algorithm", default="auto",
+                   choices=["auto", "low-distinct", "low-duplicate", "binned"],
+                   help="how exact table-level frequencies are reduced (default: auto, chosen "
+                        "per column from the partitions' counts)")
+    c.add_argument("--low-distinct-max", type=int, default=1_000_000, metavar="N",
+                   help="auto: low-distinct when the partitions' distinct counts sum to at most "
+                        "N (default 1000000)")
+    c.add_argument("--low-duplicate-max", type=int, default=1_000_000, metavar="N",
+                   help="auto: low-duplicate when at most N values can repeat (default 1000000)")
+    c.add_argument("--all-values", action="store_true",
+                   help="list values seen once too, also for near-unique columns")
+    c.add_argument("--bloom-min-distinct", type=int, default=1000, metavar="N",
+                   help="write a partition Bloom filter for columns with more than N distinct "
+                        "values in the partition (default 1000)")
     c.add_argument("--allow-partial", action="store_true",
                    help="publish over the good partitions when some files fail; "
                         "the missing ones are recorded")
@@ -194,6 +218,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("column", metavar="COLUMN")
     c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
     c.add_argument("--rows", type=int, default=24, help="bars to draw (default 24)")
+
+    c = table_command("frequencies", "exact value frequencies of a column, most frequent first",
+                      cmd_frequencies)
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("--top", type=int, metavar="K", help="only the K most frequent values")
+    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
 
     def sort_options(c):
         c.add_argument("--workers", type=int, help="concurrent workers for the distributed sort")

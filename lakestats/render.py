@@ -102,3 +102,20 @@ def quantiles(result: dict) -> None:
     out.print(f"[bold]{result['column']}[/] quantiles ({how})")
     for item in result["quantiles"]:
         out.print(f"  {item['q']:>8g}  {item['value']}", highlight=False)
+
+
+def frequencies(result: dict) -> None:
+    shown = len(result["values"])
+    out.print(f"[bold]{result['column']}[/]: {result['distinct_count']:,} distinct values, "
+              f"{result['null_count']:,} nulls ({result['algorithm']})")
+    t = Table(show_edge=False, header_style="bold")
+    t.add_column("value", overflow="fold")
+    t.add_column("frequency", justify="right")
+    for item in result["values"]:
+        t.add_row(_short(item["value"], 60), f"{item['frequency']:,}")
+    out.print(t)
+    rest = result["distinct_count"] - shown
+    if rest > 0:
+        once = result.get("omitted_singletons", 0)
+        note = f"; {once:,} values seen once are not stored" if once else ""
+        out.print(f"… {rest:,} more values{note}")

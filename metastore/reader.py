@@ -154,8 +154,8 @@ class TableStatistics:
         return {"column": column, "value": canonical, "smaller": smaller, "count": 0}
 
     def approximate_quantiles(self, column: str, qs: list[float]) -> dict:
-        """From the merged KLL sketch, with its normalized rank error; exact when the table
-        keeps the column's complete frequencies (then no sketch is needed)."""
+        """Exact from the column's frequencies when they are complete; otherwise from the
+        merged KLL sketch, with its normalized rank error."""
         import datasketches as ds
         row = self.statistics(columns=[column]).to_pylist()[0]
         arrow_type = files.decode_schema(self.manifest["schema"]).field(column).type
@@ -163,12 +163,31 @@ class TableStatistics:
             return {"exact": True, "quantiles": _quantiles_from_frequencies(
                 self.frequencies(column), arrow_type, qs)}
         if row["quantile_sketch"] is None:
-            raise StatisticsNotFound(f"column {column!r} ({arrow_type}) has no quantile sketch: "
-                                     "use --exact")
+            raise StatisticsNotFound(f"column {column!r} ({arrow_type}) keeps only its repeated "
+                                     "values and has no quantile sketch: use --exact")
         kll = ds.kll_doubles_sketch.deserialize(row["quantile_sketch"])
         values = [kll.get_quantile(q) for q in qs]
         return {"exact": False, "rank_error": kll.normalized_rank_error(False),
                 "quantiles": [_from_binning(v, arrow_type) for v in values]}
+
+    def frequency_list(self, column: str, partition: str | None = None,
+                       top: int | None = None) -> dict:
+        """The object `lakestats frequencies --json` prints."""
+        row = self.statistics(partition, [column], sketches=False).to_pylist()[0]
+        if row["distinct_count"] is None:
+            raise StatisticsNotFound(f"column {column!r} ({row['type']}) has no frequencies "
+                                     "(nested columns get row and null counts only)")
+        freq = self.frequencies(column, partition)
+        if top is not None:
+            freq = freq.slice(0, max(0, top))
+        out = {"column": column, "exact": True,
+               "algorithm": "partition" if partition else row["frequency_algorithm"],
+               "distinct_count": row["distinct_count"], "null_count": row["null_count"],
+               "values": [{"value": v, "frequency": f} for v, f in
+                          zip(freq["value"].to_pylist(), freq["frequency"].to_pylist())]}
+        if not row["frequencies_complete"]:
+            out["omitted_singletons"] = row["singleton_count"]
+        return out
 
     def partitions(self) -> list[dict]:
         return [{"path": path, **entry} for path, entry in sorted(self.manifest["partitions"].items())]

@@ -34,15 +34,28 @@ STATISTICS_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("histogram_exponent", pa.int16(),
      "histogram bins are 2**exponent wide in the binning domain (see histograms.parquet)"),
     ("frequencies_complete", pa.bool_(),
-     "true when frequencies.parquet holds every value of the column"),
-    # sketches are null where frequencies are complete: both then derive exactly from those
-    ("ndv_sketch", pa.binary(), "Apache DataSketches HLL (lg_k 12, HLL_8) of the distinct values"),
+     "true when frequencies.parquet holds every value of the column; false at table level "
+     "when values seen once are left out (see frequency_algorithm)"),
+    ("frequency_algorithm", pa.string(),
+     "table level: how the exact frequencies were reduced: low-distinct, low-duplicate or "
+     "binned (monostore.frequencies)"),
+    ("singleton_count", pa.int64(),
+     "table level: values seen exactly once; when frequencies_complete is false these are "
+     "the values left out of frequencies.parquet"),
+    # binary columns below: the bulk of the file, skipped by readers that do not need them
+    ("ndv_sketch", pa.binary(),
+     "KMV distinct-count sketch: the up to 4,096 smallest 64-bit hashes (metastore.hashing) "
+     "of the distinct values' canonical text, little-endian uint64; exact below 4,096 values"),
     ("quantile_sketch", pa.binary(),
-     "Apache DataSketches KLL doubles sketch (k 200) of the values in the binning domain"),
+     "Apache DataSketches KLL doubles sketch (k 200) of the values in the binning domain; "
+     "answers quantiles where the table's frequencies leave out values seen once"),
+    ("bloom_filter", pa.binary(),
+     "partition level, columns with more than 1,000 distinct values: Bloom filter of the "
+     "values' canonical text (metastore.bloom), 1% false positives"),
 ]
 STATISTICS_SCHEMA = pa.schema([pa.field(n, t) for n, t, _ in STATISTICS_FIELDS])
 STATISTIC_NAMES = [n for n, _, _ in STATISTICS_FIELDS]
-SKETCH_NAMES = ("ndv_sketch", "quantile_sketch")
+SKETCH_NAMES = ("ndv_sketch", "quantile_sketch", "bloom_filter")
 
 FREQUENCIES_SCHEMA = pa.schema([
     pa.field("column", pa.string()),      # column name

@@ -7,12 +7,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
-from functions.partition import DEFAULT_FREQUENCY_MAX_DISTINCT
+from functions.column_stats import BLOOM_MIN_DISTINCT
 from metastore import files
 from metastore.histogram import DEFAULT_BINS
 from metastore.reader import read_manifest
+from metastore import types as ty
 from metastore.store import DataFile, Store
-from monostore import reduce
+from monostore import frequencies, reduce
+from monostore.frequencies import FrequencyOptions
 from monostore.invokers import InvocationError, Invoker
 from monostore.jobs import Job, client
 
@@ -20,7 +22,8 @@ from monostore.jobs import Job, client
 @dataclass
 class Options:
     max_bins: int = DEFAULT_BINS
-    frequency_max_distinct: int = DEFAULT_FREQUENCY_MAX_DISTINCT
+    bloom_min_distinct: int = BLOOM_MIN_DISTINCT
+    frequencies: FrequencyOptions = field(default_factory=FrequencyOptions)
     allow_partial: bool = False
     max_attempts: int = 3
     partition_timeout: float = 900.0     # seconds, as AWS Lambda's longest run
@@ -37,6 +40,7 @@ class Report:
     removed: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     retries: int = 0
+    frequencies: dict[str, dict] = field(default_factory=dict)   # column -> algorithm, bytes
     seconds: float = 0.0
 
     def as_json(self) -> dict:
@@ -44,7 +48,7 @@ class Report:
                 "row_count": self.row_count, "computed": self.computed, "reused": self.reused,
                 "removed": self.removed, "failed": len(self.failed),
                 "failures": self.failed, "retries": self.retries,
-                "seconds": round(self.seconds, 3)}
+                "frequencies": self.frequencies, "seconds": round(self.seconds, 3)}
 
 
 class ComputeFailed(Exception):
@@ -53,7 +57,7 @@ class ComputeFailed(Exception):
         self.report = report
 
 
-Progress = Callable[[int, int], None]
+Progress = Callable[[int, int], None]    # (done, total) partitions
 
 
 def default_stats_root(table_uri: str) -> str:
@@ -107,7 +111,8 @@ def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str
                                     f"(first: {first}); no table version published "
                                     "(--allow-partial publishes the others)")
     good = {p: f for p, f in data_files.items() if p not in report.failed}
-    _publish(stats, good, [loaded[p].result() for p in sorted(good)], report, options, redis_url)
+    _publish(stats, good, [loaded[p].result() for p in sorted(good)], report, options,
+             invoker, redis_url)
     report.seconds = time.monotonic() - started
     return report
 
@@ -119,8 +124,7 @@ def _fan_out(job: Job, invoker: Invoker, todo: list[DataFile], table: Store, sta
         return {"action": "partition_stats", "job": job.id, "redis_url": job.redis_url,
                 "table": table.uri, "rel_path": f.rel_path, "fingerprint": f.fingerprint,
                 "stats_dir": stats.uri_of(*files.partition_dir(f.rel_path, f.fingerprint)),
-                "max_bins": options.max_bins,
-                "frequency_max_distinct": options.frequency_max_distinct}
+                "max_bins": options.max_bins, "bloom_min_distinct": options.bloom_min_distinct}
 
     pending: dict[Future, DataFile] = {}
     started: dict[Future, float] = {}
@@ -175,18 +179,34 @@ def _error_of(future: Future) -> str:
 
 
 def _publish(stats: Store, good: dict[str, DataFile], parts: list[reduce.Partition],
-             report: Report, options: Options, redis_url: str) -> None:
+             report: Report, options: Options, invoker: Invoker, redis_url: str) -> None:
     row_counts = {p.rel_path: files.row_count_of(p.statistics) for p in parts}
     table_stats = reduce.reduce(parts, row_counts, options.max_bins)
     # one publisher per statistics root at a time; the lock expires if its holder dies
-    with client(redis_url).lock(f"lakestats:lock:{stats.uri}", timeout=600, blocking_timeout=600):
+    with client(redis_url).lock(f"lakestats:lock:{stats.uri}", timeout=3600,
+                                blocking_timeout=3600):
         latest = read_manifest(stats)
         number = int(latest["version"].lstrip("v")) + 1 if latest else 1
         version = f"v{number:06d}"
         out = stats.child(*files.version_dir(version))
-        out.write_parquet(table_stats.frequencies, files.FREQUENCIES, row_group_size=65536)
+        rows = table_stats.statistics.to_pylist()
+        exact = frequencies.compute(
+            table_stats.schema, rows, {p.rel_path: p.statistics for p in parts},
+            {p: stats.uri_of(*files.partition_dir(p, f.fingerprint)) for p, f in good.items()},
+            invoker, redis_url, stats.uri_of("exchange"), out, options.frequencies)
+        for row in rows:
+            if row["column"] in exact:
+                c = exact[row["column"]]
+                row.update(distinct_count=c.distinct_count, distinct_count_exact=True,
+                           singleton_count=c.singleton_count, frequencies_complete=c.complete,
+                           frequency_algorithm=c.algorithm)
+                report.frequencies[c.name] = c.as_json()
+            elif ty.kind_of(table_stats.schema.field(row["column"]).type) != ty.OTHER:
+                row.update(distinct_count=0, distinct_count_exact=True, singleton_count=0,
+                           frequencies_complete=True)            # no values at all
+        statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count)
         out.write_parquet(table_stats.histograms, files.HISTOGRAMS)
-        out.write_parquet(table_stats.statistics, files.STATISTICS)
+        out.write_parquet(statistics, files.STATISTICS)
         manifest = {
             "version": version, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "table": report.table, "row_count": table_stats.row_count,

@@ -9,17 +9,22 @@ Bytes moved are the Arrow IPC sizes of the payloads (reported by `put`).
 """
 from __future__ import annotations
 
+from typing import Iterator
+
 import pyarrow as pa
 
 from metastore.store import Store, StoreError
 from monostore.jobs import JOB_TTL_SECONDS, client
 
 
+BATCH_ROWS = 65_536      # payloads are record batches of this size: readers can stream them
+
+
 def to_ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
     options = pa.ipc.IpcWriteOptions(compression="lz4")   # fewer bytes on the wire, cheaply
     with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
-        writer.write_table(table)
+        writer.write_table(table, max_chunksize=BATCH_ROWS)
     return sink.getvalue().to_pybytes()
 
 
@@ -36,6 +41,11 @@ class Exchange:
         """Every table sent to `receiver` on `channel`, in sender order."""
         raise NotImplementedError
 
+    def stream(self, channel: str, receiver: int) -> list[Iterator[pa.RecordBatch]]:
+        """Like get_all, one batch at a time: a reader holds a batch per sender, not the
+        payloads whole."""
+        return [iter(t.to_batches()) for t in self.get_all(channel, receiver)]
+
     def clear(self) -> None:
         raise NotImplementedError
 
@@ -49,16 +59,28 @@ class ObjectStoreExchange(Exchange):
         self.store.write_bytes(data, channel, f"to-{receiver}", f"from-{sender:06d}.arrow")
         return len(data)
 
-    def get_all(self, channel, receiver):
+    def _inbox(self, channel: str, receiver: int) -> tuple[Store, list[str]]:
         box = self.store.child(channel, f"to-{receiver}")
         try:
-            names = sorted(f.rel_path for f in box.list_files())
+            return box, sorted(f.rel_path for f in box.list_files())
         except StoreError:          # nothing was sent to this receiver
-            return []
+            return box, []
+
+    def get_all(self, channel, receiver):
+        box, names = self._inbox(channel, receiver)
         return [from_ipc(box.read_bytes(name)) for name in names]
+
+    def stream(self, channel, receiver):
+        box, names = self._inbox(channel, receiver)
+        return [_batches(box, name) for name in names]
 
     def clear(self):
         self.store.delete_dir()
+
+
+def _batches(store: Store, name: str) -> Iterator[pa.RecordBatch]:
+    with store.fs.open_input_stream(store.path(name)) as f:
+        yield from pa.ipc.open_stream(f)
 
 
 class RedisExchange(Exchange):

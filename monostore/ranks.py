@@ -31,38 +31,17 @@ from metastore import files, schema
 from metastore.reader import TableStatistics
 from metastore.store import Store
 from monostore.exchange import ObjectStoreExchange, RedisExchange
-from monostore.invokers import InvocationError, Invoker
+from monostore.invokers import Invoker, invoke_all
 from monostore.jobs import Job
 
 SAMPLES_PER_RANGE = 16
 RANGES_PER_WORKER = 4
 
 
-class RanksFailed(Exception):
-    """A step of the distributed sort failed after its retries."""
-
-
 @dataclass
 class RanksReport:
     version: str
     columns: dict[str, dict] = field(default_factory=dict)   # column -> values, bytes, seconds
-
-
-def invoke_all(invoker: Invoker, events: list[dict], max_attempts: int = 3,
-               progress: Callable[[], None] | None = None) -> list[dict]:
-    """Run one step on every worker; a failed invocation is retried, then the step fails."""
-    results: list[dict | None] = [None] * len(events)
-    for attempt in range(max_attempts):
-        futures = {i: invoker.submit(events[i]) for i, r in enumerate(results) if r is None}
-        for i, future in futures.items():
-            try:
-                results[i] = future.result()
-                if progress:
-                    progress()
-            except InvocationError as e:
-                if attempt == max_attempts - 1:
-                    raise RanksFailed(f"{events[i]['action']} #{events[i]['index']}: {e}") from e
-    return results
 
 
 def compute_ranks(stats_root: str, invoker: Invoker, redis_url: str, columns: list[str],

@@ -1,8 +1,9 @@
 """Table-level statistics reduced from partition statistics.
 
 Counts, min/max and sums are exact; mean and stddev merge with Chan et al.'s pairwise formula;
-histograms re-bin exactly (metastore.histogram); frequencies add up. distinct_count is exact
-when every partition's frequencies are complete, else the merged HLL estimate.
+histograms re-bin exactly (metastore.histogram); KMV and KLL sketches merge. Frequencies and the exact
+distinct count are not reduced here, in the coordinator's memory, but by the distributed
+algorithms of monostore.frequencies.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import datasketches as ds
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from functions.column_stats import HLL_LG_K, Moments, sketches
-from metastore import files
+from functions.column_stats import Moments
+from metastore import files, hashing
 from metastore import histogram as hist
+from metastore import schema
 from metastore import types as ty
 from metastore.store import Store
 
@@ -30,8 +32,7 @@ class SchemaDriftError(Exception):
 @dataclass
 class Partition:
     rel_path: str
-    statistics: pa.Table
-    frequencies: pa.Table
+    statistics: pa.Table      # without Bloom filters
     histograms: pa.Table
 
     @property
@@ -40,8 +41,8 @@ class Partition:
 
 
 def load(rel_path: str, stats_dir: Store) -> Partition:
-    return Partition(rel_path, stats_dir.read_parquet(files.STATISTICS),
-                     stats_dir.read_parquet(files.FREQUENCIES),
+    names = [n for n in schema.STATISTIC_NAMES if n != "bloom_filter"]
+    return Partition(rel_path, stats_dir.read_parquet(files.STATISTICS, columns=names),
                      stats_dir.read_parquet(files.HISTOGRAMS))
 
 
@@ -74,28 +75,28 @@ def table_schema(parts: list[Partition]) -> pa.Schema:
 class TableStats:
     schema: pa.Schema
     row_count: int
-    statistics: pa.Table
-    frequencies: pa.Table
+    statistics: pa.Table      # distinct counts and frequency fields are filled in later
     histograms: pa.Table
 
 
 def reduce(parts: list[Partition], row_counts: dict[str, int], max_bins: int) -> TableStats:
-    schema = table_schema(parts)
+    table = table_schema(parts)
     total_rows = sum(row_counts.values())
-    rows, frequencies, histograms = [], [], []
+    rows, histograms = [], []
     by_column = [{n: i for i, n in enumerate(p.statistics["column"].to_pylist())} for p in parts]
-    for field in schema:
+    for field in table:
         present = [(p, idx[field.name]) for p, idx in zip(parts, by_column) if field.name in idx]
         stats = [p.statistics.slice(i, 1).to_pylist()[0] for p, i in present]
         row = _reduce_row(field, stats, total_rows)
-        complete = bool(stats) and all(s["frequencies_complete"] for s in stats)
-        if complete:
-            counts = _sum_frequencies([p.frequencies for p, _ in present], field.name)
-            row["distinct_count"], row["distinct_count_exact"] = counts.num_rows, True
-            frequencies.append((field.name, counts))
-        elif stats and ty.kind_of(field.type) != ty.OTHER:
-            _reduce_sketches(row, field, stats, [p.frequencies for p, _ in present])
-        row["frequencies_complete"] = complete
+        sketches = [hashing.kmv_from_bytes(s["ndv_sketch"]) for s in stats if s["ndv_sketch"]]
+        if sketches:
+            row["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv_merge(sketches))
+        klls = [ds.kll_doubles_sketch.deserialize(s["quantile_sketch"]) for s in stats
+                if s["quantile_sketch"]]
+        for kll in klls[1:]:
+            klls[0].merge(kll)
+        if klls:
+            row["quantile_sketch"] = klls[0].serialize()
         if ty.kind_of(field.type) in ty.BINNED_KINDS:
             merged = hist.merge([files.read_histogram(p.histograms, field.name)
                                  for p, _ in present], max_bins)
@@ -103,14 +104,8 @@ def reduce(parts: list[Partition], row_counts: dict[str, int], max_bins: int) ->
             if merged:
                 histograms.append((field.name, field.type, merged))
         rows.append(row)
-    return TableStats(schema, total_rows, files.statistics_table(rows, schema, total_rows),
-                      files.frequencies_table(frequencies), files.histograms_table(histograms))
-
-
-def _sum_frequencies(tables: list[pa.Table], column: str) -> pa.Table:
-    picked = pa.concat_tables([t.filter(pc.equal(t["column"], column)) for t in tables])
-    summed = picked.group_by("value").aggregate([("frequency", "sum")])
-    return summed.rename_columns(["value", "frequency"])
+    return TableStats(table, total_rows, files.statistics_table(rows, table, total_rows),
+                      files.histograms_table(histograms))
 
 
 def _reduce_row(field: pa.Field, stats: list[dict], total_rows: int) -> dict:
@@ -161,29 +156,3 @@ def _reduce_moments(row: dict, stats: list[dict], kind: str) -> None:
     else:   # exact: int / int and Decimal / int round once
         row["sum"], row["mean"] = str(total), float(total / moments.n)
     row["stddev"] = moments.stddev
-
-
-def _reduce_sketches(row: dict, field: pa.Field, stats: list[dict],
-                     frequencies: list[pa.Table]) -> None:
-    """Union of the partitions' sketches; partitions with complete frequencies carry none, so
-    theirs are rebuilt from those frequencies."""
-    union = ds.hll_union(HLL_LG_K)
-    kll = None
-    for s, freq in zip(stats, frequencies):
-        ndv, quantiles = s["ndv_sketch"], s["quantile_sketch"]
-        if ndv is None:
-            counts = freq.filter(pc.equal(freq["column"], field.name))
-            ndv, quantiles = sketches(ty.from_text(counts["value"].to_pylist(), field.type),
-                                      counts["frequency"].to_numpy())
-        union.update(ds.hll_sketch.deserialize(ndv))
-        if quantiles:
-            sketch = ds.kll_doubles_sketch.deserialize(quantiles)
-            kll = sketch if kll is None else (kll.merge(sketch) or kll)
-    merged = union.get_result()
-    row["ndv_sketch"] = merged.serialize_compact()
-    row["distinct_count"] = round(merged.get_estimate())
-    row["distinct_count_exact"] = False
-    if len(stats) == 1:          # one partition holds every value: its exact count is the table's
-        row["distinct_count"], row["distinct_count_exact"] = stats[0]["distinct_count"], True
-    if kll is not None:
-        row["quantile_sketch"] = kll.serialize()

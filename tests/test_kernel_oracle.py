@@ -249,36 +249,33 @@ def test_table_histogram_is_the_histogram_of_all_rows(tmp_path, run):
             assert bins // 2 <= len(merged) <= bins
 
 
-def test_distinct_count_is_an_estimate_when_frequencies_are_incomplete(tmp_path, run):
+def test_high_cardinality_columns_are_exact_and_sketched(tmp_path, run):
+    """Overlapping ids over three partitions, in four types: exact distinct counts, a KMV
+    estimate within its error, Bloom filters without false negatives."""
+    from metastore import hashing
+    from metastore.bloom import BloomFilter
     for i in range(3):
         ids = np.arange(i * 40_000, i * 40_000 + 50_000)
         write(tmp_path / f"{i}.parquet", pa.table({
             "id": ids, "big": pa.array(np.uint64(2**64 - 1) - ids.astype(np.uint64)),
             "price": pa.array([Decimal(int(v)) / 100 for v in ids], pa.decimal128(12, 2)),
             "name": pa.array(ids.astype(str))}))
-    run(tmp_path, frequency_max_distinct=1000)
+    run(tmp_path)
     truth = duckdb.sql(f"select count(distinct id) from read_parquet('{tmp_path}/*.parquet')"
                        ).fetchall()[0][0]
-    for row in TableStatistics(f"{tmp_path}/_lakestats").summary()["columns"]:
-        assert row["distinct_count_exact"] is False and not row["frequencies_complete"]
-        assert row["distinct_count"] == pytest.approx(truth, rel=0.05), row["column"]
-
-
-def test_sketches_merge_across_complete_and_incomplete_partitions(tmp_path, run):
-    """One partition keeps exact frequencies (few values), the other only sketches (many): the
-    table's estimate and quantile sketch cover both."""
-    import datasketches as ds
-    write(tmp_path / "few.parquet", pa.table({"v": np.repeat(np.arange(500, dtype=np.float64), 20)}))
-    write(tmp_path / "many.parquet", pa.table({"v": np.arange(250, 20_250, dtype=np.float64)}))
-    run(tmp_path, frequency_max_distinct=1000)
     ts = TableStatistics(f"{tmp_path}/_lakestats")
-    row = ts.summary()["columns"][0]
-    assert row["distinct_count_exact"] is False
-    assert row["distinct_count"] == pytest.approx(20_250, rel=0.05)
-    kll = ds.kll_doubles_sketch.deserialize(ts.statistics()["quantile_sketch"][0].as_py())
-    assert kll.n == 30_000
-    assert kll.get_quantile(0.5) == pytest.approx(np.median(
-        np.concatenate([np.repeat(np.arange(500), 20), np.arange(250, 20_250)])), rel=0.05)
+    for row in ts.statistics().to_pylist():
+        assert row["distinct_count_exact"] and row["distinct_count"] == truth, row["column"]
+        sketch = hashing.kmv_from_bytes(row["ndv_sketch"])
+        assert hashing.kmv_estimate(sketch) == pytest.approx(truth, rel=0.05)
+    data = pq.read_table(tmp_path / "1.parquet")
+    stats = {r["column"]: r for r in ts.statistics(partition="1.parquet").to_pylist()}
+    absent = ty.to_text(pa.array(np.arange(10**6, 10**6 + 20_000)))
+    for column in data.column_names:
+        bloom = BloomFilter.from_bytes(stats[column]["bloom_filter"])
+        assert bloom.contains_text(ty.to_text(data[column].combine_chunks())).all()
+        if column == "id":
+            assert bloom.contains_text(absent).mean() < 0.02
 
 
 def test_a_thousand_columns(tmp_path, run):

@@ -32,6 +32,7 @@ from functions import partition
 from metastore import files
 from metastore.reader import TableStatistics
 from metastore.store import Store
+from monostore.frequencies import FrequencyOptions
 
 NAN, INF = float("nan"), float("inf")
 NEG_NAN = float(np.copysign(np.nan, -1.0))          # a NaN with its sign bit set
@@ -662,15 +663,14 @@ def test_table_histogram_is_the_single_file_histogram(tmp_path, run, max_bins):
 
 
 def test_distinct_count_is_exact_while_every_partition_keeps_frequencies(tmp_path, run):
-    """frequency_max_distinct=1000, three partitions of 900 distinct values each (overlapping):
-    each keeps complete frequencies, so the table's 2,100 distinct values are counted exactly,
-    beyond the threshold, and its frequencies are the sums."""
+    """Three partitions of 900 distinct values each (overlapping): the table's 2,100 distinct
+    values are counted exactly and its frequencies are the sums."""
     for p in range(3):
         ids = np.arange(p * 600, p * 600 + 900)
         write(tmp_path / f"{p}.parquet", pa.table({
             "id": pa.array(ids, pa.int64()), "name": pa.array([f"n{i}" for i in ids]),
             "x": pa.array(ids / 7.0), "ts": pa.array(ids * 10**9, pa.int64()).cast(pa.timestamp("ns", KOLKATA))}))
-    run(tmp_path, frequency_max_distinct=1000)
+    run(tmp_path)
     ts = TableStatistics(str(tmp_path / "_lakestats"))
     rels = data_files(tmp_path)
     for name in ("id", "name", "x", "ts"):
@@ -683,11 +683,11 @@ def test_distinct_count_is_exact_while_every_partition_keeps_frequencies(tmp_pat
                           t, name)
 
 
-def test_distinct_count_is_an_estimate_once_a_partition_drops_frequencies(tmp_path, run):
-    """frequency_max_distinct=1000: a small partition keeps frequencies, three large ones (30,000
-    rows, ~20,000 distinct each, overlapping) do not. The table's distinct count is then the
-    HLL estimate, flagged inexact, within 4% of DuckDB's exact count, for every type; each
-    partition's own count stays exact."""
+@pytest.mark.parametrize("algorithm", ["low-distinct", "low-duplicate", "binned"])
+def test_distinct_count_is_exact_for_every_type_and_algorithm(tmp_path, run, algorithm):
+    """A small partition and three large ones (30,000 rows, ~20,000 distinct each,
+    overlapping), every type: the table's distinct count equals DuckDB's whatever the
+    algorithm; so does each partition's."""
     rng = np.random.default_rng(5)
     for p in range(4):
         n = 300 if p == 0 else 30_000
@@ -704,7 +704,7 @@ def test_distinct_count_is_an_estimate_once_a_partition_drops_frequencies(tmp_pa
             "ts": pa.array(ids * 10**6, pa.int64()).cast(pa.timestamp("us", NY)),
             "day": pa.array(ids.astype(np.int32), pa.int32()).cast(pa.date32()),
         }), row_group_size=7000)
-    run(tmp_path, frequency_max_distinct=1000)
+    run(tmp_path, frequencies=FrequencyOptions(algorithm, all_values=True))
     ts = TableStatistics(str(tmp_path / "_lakestats"))
     rels = data_files(tmp_path)
     src = source(tmp_path, rels)
@@ -712,15 +712,15 @@ def test_distinct_count_is_an_estimate_once_a_partition_drops_frequencies(tmp_pa
     for name in table:
         truth = duck(f'select count(distinct "{name}") from {src}')[0]
         row = table[name]
-        assert row["distinct_count_exact"] is False and row["frequencies_complete"] is False, name
-        assert row["distinct_count"] == pytest.approx(truth, rel=0.04), (name, truth)
+        assert row["distinct_count_exact"] is True and row["frequencies_complete"] is True, name
+        assert row["distinct_count"] == truth, (name, truth)
+        assert ts.frequencies(name).num_rows == truth
         for rel in rels:
             part = stats_rows(ts, rel)[name]
             assert part["distinct_count_exact"] is True, (rel, name)
             assert part["distinct_count"] == duck(
                 f'select count(distinct "{name}") from {source(tmp_path, [rel])}')[0], (rel, name)
-            assert part["frequencies_complete"] is (rel == "0.parquet"), (rel, name)
-    assert ts.frequencies("id").num_rows == 0       # incomplete at table level: none published
+            assert part["frequencies_complete"] is True, (rel, name)
     # the rest stays exact: counts, min/max, sums, histogram
     schema = pq.read_schema(tmp_path / rels[0])
     for field in schema:

@@ -1,5 +1,5 @@
 """Backends that run worker handlers: local processes, AWS Lambda, Spark."""
-from monostore.invokers.base import InvocationError, Invoker
+from monostore.invokers.base import InvocationError, Invoker, StepFailed, invoke_all
 
 
 def make_invoker(name: str = "local", workers: int | None = None, **options) -> Invoker:
@@ -31,4 +31,4 @@ def _local_spark(workers: int | None):
     return session
 
 
-__all__ = ["InvocationError", "Invoker", "make_invoker"]
+__all__ = ["InvocationError", "Invoker", "StepFailed", "invoke_all", "make_invoker"]

@@ -7,10 +7,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from concurrent.futures import Future
+from typing import Callable
 
 
 class InvocationError(Exception):
     """The invocation itself failed (worker crashed, function error): worth a retry."""
+
+
+class StepFailed(Exception):
+    """A step of a distributed algorithm failed on some worker after its retries."""
 
 
 class Invoker(ABC):
@@ -32,3 +37,22 @@ class Invoker(ABC):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def invoke_all(invoker: Invoker, events: list[dict], max_attempts: int = 3,
+               progress: Callable[[], None] | None = None) -> list[dict]:
+    """Run one step of a distributed algorithm, one event per worker, and wait for all.
+    A failed invocation is retried (steps are idempotent: a retry overwrites its own
+    outputs), then the step fails."""
+    results: list[dict | None] = [None] * len(events)
+    for attempt in range(max_attempts):
+        futures = {i: invoker.submit(events[i]) for i, r in enumerate(results) if r is None}
+        for i, future in futures.items():
+            try:
+                results[i] = future.result()
+                if progress:
+                    progress()
+            except InvocationError as e:
+                if attempt == max_attempts - 1:
+                    raise StepFailed(f"{events[i]['action']} #{events[i]['index']}: {e}") from e
+    return results
