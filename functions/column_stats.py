@@ -337,12 +337,22 @@ class ColumnStats:
         if len(self.value_counts) == 1:
             values, counts = self.value_counts[0].flatten()
             return pa.table({"value": values, "count": counts})
-        values = pa.concat_arrays([vc.field(0) for vc in self.value_counts])
-        counts = np.concatenate([vc.field(1).to_numpy() for vc in self.value_counts])
-        encoded = pc.dictionary_encode(values)
-        summed = np.bincount(encoded.indices.to_numpy(), weights=counts,
-                             minlength=len(encoded.dictionary))   # exact below 2**53 rows
-        return pa.table({"value": encoded.dictionary, "count": summed.astype(np.int64)})
+        values, counts = sum_by_value(
+            pa.concat_arrays([vc.field(0) for vc in self.value_counts]),
+            np.concatenate([vc.field(1).to_numpy() for vc in self.value_counts]))
+        return pa.table({"value": values, "count": counts})
+
+
+def sum_by_value(values: pa.Array | pa.ChunkedArray, counts: np.ndarray
+                 ) -> tuple[pa.Array, np.ndarray]:
+    """Distinct values and their summed counts: one hash pass (dictionary_encode) and a
+    bincount, several times faster than a group-by. Exact below 2**53 rows."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    encoded = pc.dictionary_encode(values)
+    summed = np.bincount(encoded.indices.to_numpy(), weights=counts,
+                         minlength=len(encoded.dictionary))
+    return encoded.dictionary, summed.astype(np.int64)
 
 
 def _number_text(value) -> str:

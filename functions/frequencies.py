@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from functions.column_stats import sum_by_value
 from metastore import files, hashing
 from metastore import types as ty
 from metastore.store import Store
@@ -43,14 +44,13 @@ def _read(event: dict, columns: list[dict]) -> dict[int, pa.Table]:
     """(value, frequency) of each column in this partition, values as the table's type spells
     them (a column that is int32 here and float64 in the table is re-rendered)."""
     names = [c["name"] for c in columns]
-    table = Store(event["stats_dir"]).read_parquet(
-        files.FREQUENCIES, filters=pc.field("column").isin(names))
+    table = files.read_frequencies(Store(event["stats_dir"]), names)
     out = {}
     for c in columns:
         counts = table.filter(pc.equal(table["column"], c["name"])).select(["value", "frequency"])
         if c.get("retype"):
             source, target = (files.decode_schema(s).field(0).type for s in c["retype"])
-            typed = ty.from_text(counts["value"].to_pylist(), source).cast(target)
+            typed = ty.from_text(counts["value"], source).cast(target)
             counts = counts.set_column(0, "value", ty.to_text(typed))
         out[c["k"]] = counts
     return out
@@ -79,7 +79,7 @@ def bin_of(counts: pa.Table, column: dict) -> np.ndarray:
     bins = column["bins"]
     if column.get("low") is not None:
         arrow_type = files.decode_schema(column["type"]).field(0).type
-        typed = ty.from_text(counts["value"].to_pylist(), arrow_type)
+        typed = ty.from_text(counts["value"], arrow_type)
         storage = typed if pa.types.is_integer(typed.type) else typed.view(
             pa.int32() if typed.type.bit_width == 32 else pa.int64())
         x = storage.to_numpy(zero_copy_only=False).astype(np.float64)
@@ -160,9 +160,10 @@ def freq_reduce(event: dict) -> dict:
         if not slices:
             distinct[k] = singletons[k] = moved[k] = 0
             continue
-        summed = pa.concat_tables(slices).group_by("value").aggregate([("frequency", "sum")])
-        summed = summed.rename_columns(["value", "frequency"]).select(["value", "frequency"])
-        summed = summed.sort_by([("frequency", "descending"), ("value", "ascending")])
+        table = pa.concat_tables(slices)
+        values, counts = sum_by_value(table["value"], table["frequency"].to_numpy())
+        summed = pa.table({"value": values, "frequency": counts}).sort_by(
+            [("frequency", "descending"), ("value", "ascending")])
         distinct[k] = summed.num_rows
         singletons[k] = int(pc.sum(pc.equal(summed["frequency"], 1)).as_py() or 0)
         moved[k] = exchange.put(channel(k, "reduced"), me, 0, summed)

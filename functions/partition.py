@@ -66,6 +66,6 @@ def _column(parquet, field: pa.Field, max_bins: int, bloom_min_distinct: int):
 
 def write(stats: PartitionStats, out: Store) -> None:
     """statistics.parquet goes last: its presence marks the directory complete."""
-    out.write_parquet(stats.frequencies, files.FREQUENCIES, row_group_size=65536)
+    files.write_frequencies(out, stats.frequencies)
     out.write_parquet(stats.histograms, files.HISTOGRAMS)
     out.write_parquet(stats.statistics, files.STATISTICS)

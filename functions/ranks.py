@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from functions.column_stats import unscaled_int64, value_counts
+from functions.column_stats import sum_by_value, unscaled_int64, value_counts
 from metastore import files
 from metastore import types as ty
 from metastore.store import Store
@@ -38,10 +38,8 @@ def _merge_runs(runs: list[pa.Table]) -> pa.Table:
     if not runs:
         return None
     table = pa.concat_tables(runs)
-    encoded = pc.dictionary_encode(table["value"].combine_chunks())
-    counts = np.bincount(encoded.indices.to_numpy(), weights=table["count"].to_numpy(),
-                         minlength=len(encoded.dictionary)).astype(np.int64)
-    merged = pa.table({"value": encoded.dictionary, "count": counts})
+    values, counts = sum_by_value(table["value"], table["count"].to_numpy())
+    merged = pa.table({"value": values, "count": counts})
     return merged.take(pc.sort_indices(merged["value"]))
 
 

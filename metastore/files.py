@@ -14,14 +14,19 @@ from __future__ import annotations
 import base64
 import json
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from metastore import histogram as hist
 from metastore import schema
 from metastore import types as ty
+
+if TYPE_CHECKING:
+    from metastore.store import Store
 
 STATISTICS, FREQUENCIES, HISTOGRAMS = "statistics.parquet", "frequencies.parquet", "histograms.parquet"
 MANIFEST, LATEST, RANKS = "manifest.json", "LATEST", "ranks.parquet"
@@ -79,6 +84,36 @@ def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:
     if not parts:
         return schema.FREQUENCIES_SCHEMA.empty_table()
     return pa.concat_tables(parts)
+
+
+FREQUENCY_ROW_GROUP = 65_536
+
+
+def write_frequencies(out: Store, table: pa.Table) -> None:
+    """A row group never holds two columns' values: reading one column's frequencies reads
+    its row groups only (picked from the row-group statistics of `column`)."""
+    names = table["column"].combine_chunks()
+    ends = pc.run_end_encode(names).run_ends.to_numpy() if len(names) else []
+    with out.atomic_output(FREQUENCIES) as sink, pq.ParquetWriter(
+            sink, schema.FREQUENCIES_SCHEMA, compression="zstd") as writer:
+        start = 0
+        for end in ends:
+            writer.write_table(table.slice(start, end - start), row_group_size=FREQUENCY_ROW_GROUP)
+            start = end
+
+
+def read_frequencies(store: Store, columns: list[str]) -> pa.Table:
+    """(column, value, frequency) rows of `columns`, in file order."""
+    parquet = store.open_parquet(FREQUENCIES)
+    wanted, groups = set(columns), []
+    meta = parquet.metadata
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(0).statistics
+        if stats is None or not stats.has_min_max or stats.min in wanted or stats.max in wanted \
+                or stats.min != stats.max:
+            groups.append(i)
+    table = parquet.read_row_groups(groups) if groups else schema.FREQUENCIES_SCHEMA.empty_table()
+    return table.filter(pc.is_in(table["column"], pa.array(columns, pa.string())))
 
 
 # -- histograms.parquet

@@ -48,6 +48,10 @@ class TableStatistics:
                                "(see lakestats partitions)")
         return self.stats.child(*files.partition_dir(partition.strip("/"), entry["fingerprint"]))
 
+    def partition_dir(self, partition: str) -> Store:
+        """Where a partition's statistics files live."""
+        return self._dir(partition)
+
     def statistics(self, partition: str | None = None, columns: list[str] | None = None,
                    sketches: bool = True) -> pa.Table:
         """statistics.parquet rows (of `columns` only, if given); sketches=False skips reading
@@ -62,8 +66,7 @@ class TableStatistics:
         return files.filter_columns(table, columns)
 
     def frequencies(self, column: str, partition: str | None = None) -> pa.Table:
-        return self._dir(partition).read_parquet(
-            files.FREQUENCIES, columns=["value", "frequency"], filters=pc.field("column") == column)
+        return files.read_frequencies(self._dir(partition), [column]).select(["value", "frequency"])
 
     def histogram_table(self, column: str, partition: str | None = None) -> pa.Table:
         d = self._dir(partition)

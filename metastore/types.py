@@ -131,19 +131,21 @@ def scalar_text(value: pa.Scalar) -> str | None:
     return to_text(pa.repeat(value, 1))[0].as_py()
 
 
-def from_text(texts: list[str | None], t: pa.DataType) -> pa.Array:
+def from_text(texts: list[str | None] | pa.Array, t: pa.DataType) -> pa.Array:
     """Parse canonical text back into typed values (the inverse of `to_text`)."""
-    arr = pa.array(texts, pa.string())
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    arr = texts.cast(pa.string()) if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
     t = value_type(t)
     if kind_of(t) == BINARY:
-        return pa.array([None if v is None else bytes.fromhex(v) for v in texts], t)
+        return pa.array([None if v is None else bytes.fromhex(v) for v in arr.to_pylist()], t)
     if pa.types.is_boolean(t):
         return pc.equal(arr, "true")
     if pa.types.is_duration(t):
         return arr.cast(pa.int64()).cast(t)
     if pa.types.is_time(t):        # Arrow cannot cast text to time: parse it as a time on 1970-01-01
         stamps = pc.binary_join_element_wise("1970-01-01T", arr, "")
-        ticks = from_text(stamps.to_pylist(), pa.timestamp(t.unit)).cast(pa.int64())
+        ticks = from_text(stamps, pa.timestamp(t.unit)).cast(pa.int64())
         return (ticks.cast(pa.int32()) if t.bit_width == 32 else ticks).view(t)
     if pa.types.is_timestamp(t):
         return _parse_timestamps(arr, t)

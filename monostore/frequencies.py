@@ -29,7 +29,6 @@ per bit while it is built) and the candidates, never a whole column.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -69,11 +68,10 @@ class ColumnFrequencies:
     singleton_count: int = 0
     complete: bool = True
     bytes: int = 0
-    seconds: float = 0.0
 
     def as_json(self) -> dict:
         return {"algorithm": self.algorithm, "distinct_count": self.distinct_count,
-                "bytes_exchanged": self.bytes, "seconds": round(self.seconds, 3)}
+                "bytes_exchanged": self.bytes}
 
 
 @dataclass
@@ -143,7 +141,6 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[st
                                    "stats_dir": stats_dirs[p], "columns": specs})
         return out_events
 
-    started = time.monotonic()
     try:
         if progress:
             progress("send")
@@ -152,7 +149,7 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[st
         duplicates = [c for c in columns if c.result.algorithm == LOW_DUPLICATE]
         binned = [c for c in columns if c.result.algorithm == BINNED]
         for c in duplicates:
-            _candidates(c, exchange, small, len(paths))
+            _candidates(c, exchange, small)
         if progress:
             progress("reduce")
         confirm = events("freq_confirm", (LOW_DUPLICATE,))
@@ -166,13 +163,11 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[st
         if progress:
             progress("write")
         _write(out, columns, exchange, client(redis_url, raw=True), job, len(paths),
-               confirmed, reduced, options)
+               confirmed, reduced)
     finally:
         exchange.clear()
         small.clear()
         job.finish()
-    for c in columns:    # the steps ran for all columns at once: time is shared evenly
-        c.result.seconds = (time.monotonic() - started) / max(1, len(columns))
     return {c.field.name: c.result for c in columns}
 
 
@@ -201,8 +196,7 @@ def _add_bytes(columns: list[_Column], results: list[dict]) -> None:
             by_k[int(k)].result.bytes += n
 
 
-def _candidates(c: _Column, exchange: ObjectStoreExchange, small: RedisExchange,
-                senders: int) -> None:
+def _candidates(c: _Column, exchange: ObjectStoreExchange, small: RedisExchange) -> None:
     """Low-duplicate step 2: every partition's hashes through one Bloom filter; the hashes it
     has (probably) seen before, and those repeated within a partition, are the candidates,
     broadcast through Redis. A partition's values are distinct, so a batch is probed whole
@@ -220,9 +214,10 @@ def _candidates(c: _Column, exchange: ObjectStoreExchange, small: RedisExchange,
 
 
 def _write(out: Store, columns: list[_Column], exchange, r, job: Job, senders: int,
-           confirmed: list[dict], reduced: list[dict], options: FrequencyOptions) -> None:
+           confirmed: list[dict], reduced: list[dict]) -> None:
     """Stream frequencies.parquet, column after column in table order, in row groups of PAGE
-    rows whatever batches the streams deliver: equal frequencies give equal files."""
+    rows of one column, whatever batches the streams deliver: equal frequencies give equal
+    files, and a column's lookup reads only its row groups."""
     pending: list[pa.Table] = []
     with out.atomic_output(files.FREQUENCIES) as sink, pq.ParquetWriter(
             sink, schema.FREQUENCIES_SCHEMA, compression="zstd") as writer:
@@ -236,19 +231,18 @@ def _write(out: Store, columns: list[_Column], exchange, r, job: Job, senders: i
                 pending.append(rows)
 
         for c in columns:
-            for batch in _column_stream(c, exchange, r, job, senders, confirmed, reduced,
-                                        options):
+            for batch in _column_stream(c, exchange, r, job, senders, confirmed, reduced):
                 pending.append(pa.table({
                     "column": pa.repeat(pa.scalar(c.field.name), batch.num_rows),
                     "value": batch["value"], "frequency": batch["frequency"]},
                     schema=schema.FREQUENCIES_SCHEMA))
                 if sum(t.num_rows for t in pending) >= PAGE:
                     flush(final=False)
-        flush(final=True)
+            flush(final=True)
 
 
 def _column_stream(c: _Column, exchange, r, job: Job, senders: int, confirmed: list[dict],
-                   reduced: list[dict], options) -> Iterator[pa.Table]:
+                   reduced: list[dict]) -> Iterator[pa.Table]:
     res, k = c.result, c.k
     if res.algorithm == BINNED:
         res.distinct_count = sum(x["distinct"].get(str(k), 0) for x in reduced)
@@ -271,9 +265,9 @@ def _column_stream(c: _Column, exchange, r, job: Job, senders: int, confirmed: l
         res.distinct_count = sum(s["distinct_count"] or 0 for s in c.stats.values()) \
             - (reports - in_redis)
         res.singleton_count = res.distinct_count - repeated
-    yield from _zset_pages(r, key, "-inf", -2)
+    yield from _zset_pages(r, key, 0, repeated)
     if not c.omit_singletons:
-        once = [_zset_pages(r, key, -1, -1, batches=True)]
+        once = [_zset_pages(r, key, repeated, in_redis, batches=True)]
         if res.algorithm == LOW_DUPLICATE:       # the rest live with the workers that sent them
             once += exchange.stream(channel(k, "once"), 0)
         yield from merge_sorted(once)
@@ -285,17 +279,14 @@ def _at_least_twice(t: pa.Table) -> pa.Table:
     return t.filter(pc.greater(t["frequency"], 1))
 
 
-def _zset_pages(r, key: str, low, high, batches: bool = False) -> Iterator:
-    """The sorted set's members scored in [low, high] (= -frequency), in order, a page at a
-    time."""
-    offset = 0
-    while True:
-        page = r.zrangebyscore(key, low, high, start=offset, num=PAGE, withscores=True)
-        if not page:
-            return
-        offset += len(page)
-        table = pa.table({"value": pa.array([m.decode() for m, _ in page], pa.string()),
-                          "frequency": pa.array([-int(s) for _, s in page], pa.int64())})
+def _zset_pages(r, key: str, start: int, stop: int, batches: bool = False) -> Iterator:
+    """The sorted set's members of ranks [start, stop) with their frequencies, in order, a
+    page at a time (by rank: a page costs O(log n + page), at any depth)."""
+    for first in range(start, stop, PAGE):
+        page = r.zrange(key, first, min(first + PAGE, stop) - 1, withscores=True)
+        members, scores = zip(*page)
+        table = pa.table({"value": pa.array(members, pa.binary()).cast(pa.string()),
+                          "frequency": (-np.array(scores)).astype(np.int64)})
         yield from (table.to_batches() if batches else [table])
 
 
@@ -334,3 +325,19 @@ def merge_sorted(runs: list[Iterator[pa.RecordBatch]]) -> Iterator[pa.Table]:
             buffers[i] = b.slice(n)
         merged = pa.concat_tables(ready)
         yield merged.sort_by([("frequency", "descending"), ("value", "ascending")])
+
+
+def recompute(stats_root: str, invoker: Invoker, redis_url: str, out: Store,
+              options: FrequencyOptions, columns: list[str] | None = None,
+              progress: Callable[[str], None] | None = None) -> dict[str, ColumnFrequencies]:
+    """Reduce the published version's partition frequencies again (all columns, or
+    `columns`) into `out`/frequencies.parquet, e.g. with another algorithm: no data is read."""
+    from metastore.reader import TableStatistics
+    stats = TableStatistics(stats_root)
+    table_schema = files.decode_schema(stats.manifest["schema"])
+    wanted = pa.schema([f for f in table_schema if columns is None or f.name in columns])
+    rows = {r["column"]: r for r in stats.statistics(columns=wanted.names).to_pylist()}
+    partitions = {p: stats.statistics(partition=p) for p in stats.manifest["partitions"]}
+    dirs = {p: stats.partition_dir(p).uri for p in partitions}
+    return compute(wanted, [rows[n] for n in wanted.names], partitions, dirs, invoker,
+                   redis_url, Store(stats_root).uri_of("exchange"), out, options, progress)

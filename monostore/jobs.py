@@ -19,7 +19,10 @@ def client(url: str, raw: bool = False) -> redis.Redis:
     """One connection pool per URL and process (workers report many results); raw clients
     return bytes, the others text."""
     if (url, raw) not in _clients:
-        _clients[url, raw] = redis.Redis.from_url(url, decode_responses=not raw)
+        # a reduction in Redis (ZUNIONSTORE of a million values) may take seconds: the unix
+        # socket default of 5 s would cut it off
+        _clients[url, raw] = redis.Redis.from_url(url, decode_responses=not raw,
+                                                  socket_timeout=600)
     return _clients[url, raw]
 
 

@@ -1,0 +1,127 @@
+"""Exact table-level frequencies: each lakestats algorithm vs DuckDB GROUP BY vs Spark groupBy.
+
+TPC-H lineitem (SF1, ~80 files), one run, same cores:
+
+    .venv/bin/python benchmarks/bench_frequencies.py [--scale 1] [--parts 80] [--skip-spark]
+
+lakestats: the table-level reduction of the partitions' stored frequencies (what a new table
+version costs once partition statistics exist; partition statistics are computed first, once,
+and timed separately), per column and algorithm, with a warm worker pool. Reported: seconds,
+bytes exchanged between workers, Redis and the coordinator, and the coordinator's peak RSS
+during the run (Linux: VmHWM after resetting it). DuckDB and Spark: value counts of one
+column ordered by decreasing count then value, written to Parquet, as lakestats writes them.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_compute import generate  # noqa: E402
+
+COLUMNS = ["l_shipmode", "l_partkey", "l_orderkey", "l_comment"]
+ALGORITHMS = ["auto", "low-distinct", "low-duplicate", "binned"]
+
+
+def peak_rss_reset() -> None:
+    with open("/proc/self/clear_refs", "w") as f:   # "5" resets the peak RSS (Linux >= 4.0)
+        f.write("5")
+
+
+def peak_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        line = next(x for x in f if x.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+
+def run_duckdb(table: Path, column: str, workers: int, out: Path) -> float:
+    import duckdb
+    con = duckdb.connect()
+    con.execute(f"SET threads = {workers}")
+    start = time.perf_counter()
+    con.execute(f"""COPY (SELECT {column} AS value, count(*) AS frequency
+                          FROM read_parquet('{table}/*.parquet') GROUP BY {column}
+                          ORDER BY frequency DESC, value) TO '{out}' (FORMAT parquet)""")
+    return time.perf_counter() - start
+
+
+def run_spark(table: Path, workers: int, out: Path) -> dict[str, float]:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    spark = (SparkSession.builder.master(f"local[{workers}]")
+             .config("spark.driver.memory", "8g").config("spark.ui.enabled", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    df = spark.read.parquet(str(table))
+    seconds = {}
+    for column in COLUMNS:
+        start = time.perf_counter()
+        (df.groupBy(F.col(column).alias("value")).count()
+         .orderBy(F.desc("count"), "value").write.mode("overwrite").parquet(str(out / column)))
+        seconds[column] = time.perf_counter() - start
+    spark.stop()
+    return seconds
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--parts", type=int, default=80)
+    p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / ".data")
+    p.add_argument("--workers", type=int, default=os.cpu_count())
+    p.add_argument("--skip-spark", action="store_true")
+    args = p.parse_args()
+    table = generate(args.data_dir, args.scale, args.parts)
+
+    from infra.redis_server import redis_url
+    from metastore.store import Store
+    from monostore.coordinator import compute
+    from monostore.frequencies import FrequencyOptions, recompute
+    from monostore.invokers import make_invoker
+
+    scratch = Path(tempfile.mkdtemp(prefix="lakestats-bench-"))
+    shutil.rmtree(table / "_lakestats", ignore_errors=True)
+    rows = []
+    with redis_url() as url, make_invoker("local", args.workers) as invoker:
+        start = time.perf_counter()
+        report = compute(str(table), invoker, url)       # also warms the worker pool
+        full = time.perf_counter() - start
+        print(f"TPC-H lineitem SF{args.scale:g}: {report.row_count:,} rows, {args.parts} files, "
+              f"{args.workers} workers/threads")
+        print(f"lakestats compute, every statistic of all 16 columns incl. exact table-level "
+              f"frequencies: {full:.2f} s\n")
+        for column in COLUMNS:
+            for algorithm in ALGORITHMS:
+                peak_rss_reset()
+                start = time.perf_counter()
+                result = recompute(str(table / "_lakestats"), invoker, url,
+                                   Store(str(scratch / "out")), FrequencyOptions(algorithm),
+                                   [column])[column]
+                rows.append((column, algorithm, result.algorithm, time.perf_counter() - start,
+                             result.bytes, peak_rss_mb(), result.distinct_count))
+    duck = {c: run_duckdb(table, c, args.workers, scratch / f"{c}.parquet") for c in COLUMNS}
+    spark = {} if args.skip_spark else run_spark(table, args.workers, scratch / "spark")
+    shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"{'column':<12} {'algorithm':<22} {'seconds':>8} {'MB moved':>9} {'peak RSS MB':>12} "
+          f"{'distinct':>10} {'/DuckDB':>8} {'Spark/':>7}")
+    for column, asked, used, seconds, moved, rss, distinct in rows:
+        name = f"auto ({used})" if asked == "auto" else used
+        vs_spark = f"{spark[column] / seconds:6.2f}x" if spark else "      -"
+        print(f"{column:<12} {name:<22} {seconds:8.2f} {moved / 1e6:9.1f} {rss:12.0f} "
+              f"{distinct:>10,} {seconds / duck[column]:7.2f}x {vs_spark}")
+    print()
+    for column in COLUMNS:
+        line = f"{column:<12} DuckDB GROUP BY {duck[column]:6.2f} s"
+        if spark:
+            line += f"   Spark groupBy().count() {spark[column]:6.2f} s"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
