@@ -15,7 +15,8 @@ SHOWN = ("column", "type", "row_count", "null_count", "nan_count", "distinct_cou
 
 @contextlib.contextmanager
 def progress_bar(label: str, enabled: bool = True):
-    """Yields a callback(done, total) that draws a progress bar on stderr."""
+    """Yields a callback(done, total, label=None) that draws a progress bar on stderr; a label
+    renames the bar (the job moved on to another phase)."""
     if not enabled:
         yield None
         return
@@ -23,8 +24,9 @@ def progress_bar(label: str, enabled: bool = True):
                   TimeElapsedColumn(), console=err, transient=False) as bar:
         task = bar.add_task(label, total=None)
 
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+        def update(done: int, total: int, label: str | None = None) -> None:
+            bar.update(task, completed=done, total=total,
+                       **({"description": label} if label else {}))
         yield update
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from functions.column_stats import BLOOM_MIN_DISTINCT
@@ -27,6 +27,14 @@ class Options:
     allow_partial: bool = False
     max_attempts: int = 3
     partition_timeout: float = 900.0     # seconds, as AWS Lambda's longest run
+
+    def settings(self) -> dict:
+        """What the published statistics depend on, recorded in the manifest: partition
+        settings changed means every partition is recomputed, table settings changed means
+        the table level is reduced again."""
+        return {"partition": {"max_bins": self.max_bins,
+                              "bloom_min_distinct": self.bloom_min_distinct},
+                "table": asdict(self.frequencies)}
 
 
 @dataclass
@@ -57,7 +65,7 @@ class ComputeFailed(Exception):
         self.report = report
 
 
-Progress = Callable[[int, int], None]    # (done, total) partitions
+Progress = Callable[..., None]    # (done, total[, phase label])
 
 
 def default_stats_root(table_uri: str) -> str:
@@ -74,12 +82,16 @@ def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str
     data_files = {f.rel_path: f for f in table.list_files()}
     previous = read_manifest(stats)
     published = {p: e["fingerprint"] for p, e in (previous or {}).get("partitions", {}).items()}
-    todo = [f for f in data_files.values() if published.get(f.rel_path) != f.fingerprint
-            and not stats.exists(*files.partition_dir(f.rel_path, f.fingerprint), files.STATISTICS)]
+    settings = options.settings()
+    resettled = previous is not None and previous.get("settings", {}).get("partition") \
+        != settings["partition"]
+    todo = [f for f in data_files.values() if resettled or (
+        published.get(f.rel_path) != f.fingerprint
+        and not stats.exists(*files.partition_dir(f.rel_path, f.fingerprint), files.STATISTICS))]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(published) - set(data_files))
     if previous and not todo and published.keys() == data_files.keys() \
-            and not previous.get("missing"):
+            and not previous.get("missing") and previous.get("settings") == settings:
         report.version, report.row_count = previous["version"], previous["row_count"]
         report.seconds = time.monotonic() - started
         return report                            # the published version is current
@@ -112,7 +124,7 @@ def compute(table_uri: str, invoker: Invoker, redis_url: str, *, stats_root: str
                                     "(--allow-partial publishes the others)")
     good = {p: f for p, f in data_files.items() if p not in report.failed}
     _publish(stats, good, [loaded[p].result() for p in sorted(good)], report, options,
-             invoker, redis_url)
+             invoker, redis_url, progress)
     report.seconds = time.monotonic() - started
     return report
 
@@ -179,7 +191,8 @@ def _error_of(future: Future) -> str:
 
 
 def _publish(stats: Store, good: dict[str, DataFile], parts: list[reduce.Partition],
-             report: Report, options: Options, invoker: Invoker, redis_url: str) -> None:
+             report: Report, options: Options, invoker: Invoker, redis_url: str,
+             progress: Progress | None) -> None:
     row_counts = {p.rel_path: files.row_count_of(p.statistics) for p in parts}
     table_stats = reduce.reduce(parts, row_counts, options.max_bins)
     # one publisher per statistics root at a time; the lock expires if its holder dies
@@ -193,7 +206,9 @@ def _publish(stats: Store, good: dict[str, DataFile], parts: list[reduce.Partiti
         exact = frequencies.compute(
             table_stats.schema, rows, {p.rel_path: p.statistics for p in parts},
             {p: stats.uri_of(*files.partition_dir(p, f.fingerprint)) for p, f in good.items()},
-            invoker, redis_url, stats.uri_of("exchange"), out, options.frequencies)
+            invoker, redis_url, stats.uri_of("exchange"), out, options.frequencies,
+            progress and (lambda step, i: progress(i, len(frequencies.STEPS),
+                                                  f"table frequencies: {step}")))
         for row in rows:
             if row["column"] in exact:
                 c = exact[row["column"]]
@@ -215,6 +230,7 @@ def _publish(stats: Store, good: dict[str, DataFile], parts: list[reduce.Partiti
                                "partition_values": f.partition_values,
                                "row_count": row_counts[p]} for p, f in good.items()},
             "missing": dict(report.failed),
+            "settings": options.settings(),
         }
         out.write_bytes(files.dumps(manifest), files.MANIFEST)
         stats.write_bytes(files.dumps({"version": version}), files.LATEST)  # the atomic switch

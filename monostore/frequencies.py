@@ -50,6 +50,7 @@ ALGORITHMS = (LOW_DISTINCT, LOW_DUPLICATE, BINNED)
 BINS_PER_WORKER = 2
 PAGE = 65_536
 BLOOM_ERROR_RATE = 0.01
+STEPS = ("send", "reduce", "write")
 
 
 @dataclass
@@ -102,8 +103,9 @@ def choose(partition_rows: list[dict], table_row: dict, options: FrequencyOption
 def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[str, pa.Table],
             stats_dirs: dict[str, str], invoker: Invoker, redis_url: str, exchange_root: str,
             out: Store, options: FrequencyOptions,
-            progress: Callable[[str], None] | None = None) -> dict[str, ColumnFrequencies]:
+            progress: Callable[[str, int], None] | None = None) -> dict[str, ColumnFrequencies]:
     """Write `out`/frequencies.parquet for the table; returns each column's outcome.
+    `progress(step, index)` is called as each of STEPS starts.
     `partitions` maps a partition to its statistics table, `stats_dirs` to its directory."""
     paths = sorted(partitions)
     by_path = {p: {r["column"]: r for r in partitions[p].to_pylist()} for p in paths}
@@ -143,7 +145,7 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[st
 
     try:
         if progress:
-            progress("send")
+            progress("send", 0)
         sent = invoke_all(invoker, events("freq_send", ALGORITHMS))
         _add_bytes(columns, sent)
         duplicates = [c for c in columns if c.result.algorithm == LOW_DUPLICATE]
@@ -151,7 +153,7 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[st
         for c in duplicates:
             _candidates(c, exchange, small)
         if progress:
-            progress("reduce")
+            progress("reduce", 1)
         confirm = events("freq_confirm", (LOW_DUPLICATE,))
         bins = max((c.spec["bins"] for c in binned), default=0)
         reduce_events = [{**base, "action": "freq_reduce", "index": b,
@@ -161,9 +163,11 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[st
         confirmed, reduced = results[:len(confirm)], results[len(confirm):]
         _add_bytes(columns, results)
         if progress:
-            progress("write")
+            progress("write", 2)
         _write(out, columns, exchange, client(redis_url, raw=True), job, len(paths),
                confirmed, reduced)
+        if progress:
+            progress("done", len(STEPS))
     finally:
         exchange.clear()
         small.clear()
@@ -329,7 +333,8 @@ def merge_sorted(runs: list[Iterator[pa.RecordBatch]]) -> Iterator[pa.Table]:
 
 def recompute(stats_root: str, invoker: Invoker, redis_url: str, out: Store,
               options: FrequencyOptions, columns: list[str] | None = None,
-              progress: Callable[[str], None] | None = None) -> dict[str, ColumnFrequencies]:
+              progress: Callable[[str, int], None] | None = None
+              ) -> dict[str, ColumnFrequencies]:
     """Reduce the published version's partition frequencies again (all columns, or
     `columns`) into `out`/frequencies.parquet, e.g. with another algorithm: no data is read."""
     from metastore.reader import TableStatistics

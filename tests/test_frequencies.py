@@ -190,3 +190,18 @@ def test_cli_frequencies_json(by_algorithm, table, capsys):
     counts = Counter(ty.to_text(ty.normalize(values.drop_null())).to_pylist())
     assert out["algorithm"] == "partition" and out["null_count"] == values.null_count
     assert [(v["value"], v["frequency"]) for v in out["values"]] == expected_rows(counts, True)
+
+
+def test_changed_settings_republish(tmp_path, run):
+    """Other frequency options reduce the stored partitions again; other histogram bins
+    recompute the partitions; the same options change nothing."""
+    for i in range(3):
+        write(tmp_path / f"part-{i}.parquet", tricky(i))
+    run(tmp_path)
+    assert not run(tmp_path).published
+    again = run(tmp_path, frequencies=FrequencyOptions("binned"))
+    assert (again.published, again.computed, again.reused) == (True, 0, 3)
+    assert again.frequencies["zipf"]["algorithm"] == "binned"
+    rebinned = run(tmp_path, max_bins=100, frequencies=FrequencyOptions("binned"))
+    assert (rebinned.published, rebinned.computed) == (True, 3)
+    assert len(TableStatistics(f"{tmp_path}/_lakestats").histogram("real")) <= 100
