@@ -24,6 +24,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_compute.py
 	$(BIN)/python benchmarks/bench_spark.py
 	$(BIN)/python benchmarks/bench_quantiles.py
+	$(BIN)/python benchmarks/bench_frequencies.py
 
 clean:
 	rm -rf $(VENV) .demo
