@@ -71,13 +71,15 @@ def data_schema_of(statistics: pa.Table) -> pa.Schema:
 # -- frequencies.parquet
 
 def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:
-    """Rows of (column, value, frequency), columns in the order given, then decreasing frequency,
-    ties by value text so that the file is deterministic."""
+    """A partition's rows of (column, value, frequency): columns in the order given, then
+    decreasing frequency, ties in the order the values first appear in the data file, which
+    is deterministic and spares sorting text (the table level orders ties by value)."""
     parts = []
     for name, counts in per_column:
         if counts.num_rows == 0:
             continue
-        counts = counts.sort_by([("frequency", "descending"), ("value", "ascending")])
+        order = np.argsort(-counts["frequency"].to_numpy(), kind="stable")
+        counts = counts.take(order)
         parts.append(pa.table({"column": pa.array([name] * counts.num_rows, pa.string()),
                                "value": counts["value"], "frequency": counts["frequency"]},
                               schema=schema.FREQUENCIES_SCHEMA))

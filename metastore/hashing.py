@@ -87,17 +87,18 @@ def _hash_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 KMV_K = 4096
 
 
-def kmv(hashes: np.ndarray, k: int = KMV_K) -> np.ndarray:
-    """The k smallest distinct hashes, sorted. A partial sort first: O(n), not O(n log n)."""
-    if len(hashes) > 4 * k:
-        smallest = np.partition(hashes, 4 * k - 1)[:4 * k]   # room for repeated hashes
-        if len(np.unique(smallest)) >= k:
-            hashes = smallest
-    return np.unique(hashes)[:k]
+def kmv(distinct_hashes: np.ndarray, k: int = KMV_K) -> np.ndarray:
+    """The k smallest hashes of distinct values, sorted; a partial sort first, O(n). (Two
+    values colliding among the k smallest would cost one value of the estimate.)"""
+    if len(distinct_hashes) > k:
+        distinct_hashes = np.partition(distinct_hashes, k - 1)[:k]
+    return np.sort(distinct_hashes)
 
 
 def kmv_merge(sketches: list[np.ndarray], k: int = KMV_K) -> np.ndarray:
-    return kmv(np.concatenate(sketches) if sketches else np.empty(0, np.uint64), k)
+    """Sketches of overlapping sets: the union's k smallest distinct hashes."""
+    union = np.concatenate(sketches) if sketches else np.empty(0, np.uint64)
+    return np.unique(union)[:k]
 
 
 def kmv_estimate(sketch: np.ndarray, k: int = KMV_K) -> float:

@@ -3,8 +3,9 @@
 Per partition (one data file) and per table version, three Parquet files:
 
 - statistics.parquet   one row per table column, in table order; one column per statistic.
-- frequencies.parquet  (column, value, frequency): exact value counts of discrete columns,
-                       ordered by column (table order), then decreasing frequency, then value.
+- frequencies.parquet  (column, value, frequency): exact value counts of every column,
+                       ordered by column (table order), then decreasing frequency, then value
+                       bytes (per partition: ties in the order values first appear).
 - histograms.parquet   one struct column per binned table column, one row per bin.
 
 Readers, writers, the CLI's JSON and the Spark bridge all derive from these definitions.
