@@ -38,6 +38,17 @@ def generate(data: Path, scale: float, parts: int) -> Path:
     return table
 
 
+def parse_args(doc: str) -> argparse.Namespace:
+    """The options every TPC-H benchmark takes."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--parts", type=int, default=80)
+    p.add_argument("--data-dir", type=Path, default=ROOT / ".data")
+    p.add_argument("--workers", type=int, default=os.cpu_count())
+    p.add_argument("--skip-spark", action="store_true")
+    return p.parse_args()
+
+
 def timed(fn) -> tuple[float, object]:
     start = time.perf_counter()
     result = fn()
@@ -83,13 +94,7 @@ def run_spark(table: Path, workers: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--parts", type=int, default=80)
-    p.add_argument("--data-dir", type=Path, default=ROOT / ".data")
-    p.add_argument("--workers", type=int, default=os.cpu_count())
-    p.add_argument("--skip-spark", action="store_true")
-    args = p.parse_args()
+    args = parse_args(__doc__)
 
     table = generate(args.data_dir, args.scale, args.parts)
     rows = __import__("duckdb").sql(

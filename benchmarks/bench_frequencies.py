@@ -13,8 +13,6 @@ column ordered by decreasing count then value, written to Parquet, as lakestats 
 """
 from __future__ import annotations
 
-import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -22,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compute import generate  # noqa: E402
+from bench_compute import generate, parse_args  # noqa: E402
 
 COLUMNS = ["l_shipmode", "l_partkey", "l_orderkey", "l_comment"]
 ALGORITHMS = ["auto", "low-distinct", "low-duplicate", "binned"]
@@ -97,13 +95,7 @@ def run_spark(table: Path, workers: int, out: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--parts", type=int, default=80)
-    p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / ".data")
-    p.add_argument("--workers", type=int, default=os.cpu_count())
-    p.add_argument("--skip-spark", action="store_true")
-    args = p.parse_args()
+    args = parse_args(__doc__)
     table = generate(args.data_dir, args.scale, args.parts)
 
     from infra.redis_server import redis_url

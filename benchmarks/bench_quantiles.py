@@ -10,28 +10,20 @@ Spark: percentile (exact) over the same files.
 """
 from __future__ import annotations
 
-import argparse
-import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compute import generate  # noqa: E402
+from bench_compute import generate, parse_args  # noqa: E402
 
 COLUMNS = ["l_extendedprice", "l_orderkey"]
 QS = [0.001, 0.01, 0.25, 0.5, 0.75, 0.99, 0.999]
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--parts", type=int, default=80)
-    p.add_argument("--data-dir", type=Path, default=Path(__file__).resolve().parent / ".data")
-    p.add_argument("--workers", type=int, default=os.cpu_count())
-    p.add_argument("--skip-spark", action="store_true")
-    args = p.parse_args()
+    args = parse_args(__doc__)
     table = generate(args.data_dir, args.scale, args.parts)
 
     import duckdb
