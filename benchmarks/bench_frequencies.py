@@ -8,12 +8,15 @@ lakestats: the table-level reduction of the partitions' stored frequencies (what
 version costs once partition statistics exist; partition statistics are computed first, once,
 and timed separately), per column and algorithm, with a warm worker pool. Reported: seconds,
 bytes exchanged between workers, Redis and the coordinator, and the coordinator's peak RSS
-during the run (Linux: VmHWM after resetting it). DuckDB and Spark: value counts of one
+during the run (each run in a fresh process; Linux: VmHWM after resetting it). DuckDB and Spark: value counts of one
 column ordered by decreasing count then value, written to Parquet, as lakestats writes them.
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -94,14 +97,32 @@ def run_spark(table: Path, workers: int, out: Path) -> dict[str, float]:
     return seconds
 
 
+def run_one(stats_root: str, column: str, algorithm: str, workers: int, out: str) -> None:
+    """One reduction in this (fresh) process, so that its peak RSS is its own; prints JSON."""
+    from infra.redis_server import redis_url
+    from metastore.store import Store
+    from monostore.frequencies import FrequencyOptions, recompute
+    from monostore.invokers import make_invoker
+    with redis_url() as url, make_invoker("local", workers) as invoker:
+        recompute(stats_root, invoker, url, Store(out), FrequencyOptions(), ["l_shipmode"])  # warm
+        peak_rss_reset()
+        start = time.perf_counter()
+        result = recompute(stats_root, invoker, url, Store(out), FrequencyOptions(algorithm),
+                           [column])[column]
+        seconds = time.perf_counter() - start
+    print(json.dumps({"algorithm": result.algorithm, "seconds": seconds, "bytes": result.bytes,
+                      "rss": peak_rss_mb(), "distinct": result.distinct_count}))
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--one"]:
+        run_one(*sys.argv[2:5], int(sys.argv[5]), sys.argv[6])
+        return
     args = parse_args(__doc__)
     table = generate(args.data_dir, args.scale, args.parts)
 
     from infra.redis_server import redis_url
-    from metastore.store import Store
     from monostore.coordinator import compute
-    from monostore.frequencies import FrequencyOptions, recompute
     from monostore.invokers import make_invoker
 
     scratch = Path(tempfile.mkdtemp(prefix="lakestats-bench-"))
@@ -109,7 +130,7 @@ def main() -> None:
     rows = []
     with redis_url() as url, make_invoker("local", args.workers) as invoker:
         start = time.perf_counter()
-        report = compute(str(table), invoker, url)       # also warms the worker pool
+        report = compute(str(table), invoker, url)
         full = time.perf_counter() - start
         print(f"TPC-H lineitem SF{args.scale:g}: {report.row_count:,} rows, {args.parts} files, "
               f"{args.workers} workers/threads")
@@ -117,13 +138,14 @@ def main() -> None:
               f"frequencies: {full:.2f} s\n")
         for column in COLUMNS:
             for algorithm in ALGORITHMS:
-                peak_rss_reset()
-                start = time.perf_counter()
-                result = recompute(str(table / "_lakestats"), invoker, url,
-                                   Store(str(scratch / "out")), FrequencyOptions(algorithm),
-                                   [column])[column]
-                rows.append((column, algorithm, result.algorithm, time.perf_counter() - start,
-                             result.bytes, peak_rss_mb(), result.distinct_count))
+                out = subprocess.run(
+                    [sys.executable, __file__, "--one", str(table / "_lakestats"), column,
+                     algorithm, str(args.workers), str(scratch / "out")],
+                    env={**os.environ, "REDIS_URL": url}, check=True, capture_output=True,
+                    text=True).stdout
+                r = json.loads(out.strip().splitlines()[-1])
+                rows.append((column, algorithm, r["algorithm"], r["seconds"], r["bytes"],
+                             r["rss"], r["distinct"]))
     compare_bloom_filters(table, 1_000_000)
     duck = {c: run_duckdb(table, c, args.workers, scratch / f"{c}.parquet") for c in COLUMNS}
     spark = {} if args.skip_spark else run_spark(table, args.workers, scratch / "spark")
