@@ -29,6 +29,7 @@ per bit while it is built) and the candidates, never a whole column.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -204,13 +205,13 @@ def _candidates(c: _Column, exchange: ObjectStoreExchange, small: RedisExchange)
     """Low-duplicate step 2: every partition's hashes through one Bloom filter; the hashes it
     has (probably) seen before, and those repeated within a partition, are the candidates,
     broadcast through Redis. A partition's values are distinct, so a batch is probed whole
-    before it is added."""
+    before it is added; one batch is in memory at a time."""
     bloom = BloomFilter.sized(sum(r["distinct_count"] or 0 for r in c.stats.values()),
                               BLOOM_ERROR_RATE)
     candidates = []
-    for payload in exchange.get_all(channel(c.k, "hashes"), 0):
-        hashes = payload["hash"].to_numpy()
-        seen = bloom.contains(hashes) | payload["repeated"].to_numpy(zero_copy_only=False)
+    for batch in itertools.chain.from_iterable(exchange.stream(channel(c.k, "hashes"), 0)):
+        hashes = batch["hash"].to_numpy()
+        seen = bloom.contains(hashes) | batch["repeated"].to_numpy(zero_copy_only=False)
         candidates.append(hashes[seen])
         bloom.add(hashes)
     unique = np.unique(np.concatenate(candidates)) if candidates else np.empty(0, np.uint64)
