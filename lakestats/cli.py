@@ -106,6 +106,20 @@ def cmd_frequencies(args) -> int:
     return 0
 
 
+def cmd_prune(args) -> int:
+    from pruning import PredicateError, prune
+    try:
+        result = prune(_stats_root(args), args.where, args.limit, args.order_by)
+    except PredicateError as e:
+        print(f"lakestats: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        _print_json(result.as_json())
+    else:
+        render.pruning(result)
+    return 0
+
+
 def _ensure_ranks(args, stats) -> None:
     """Exact answers need the version's ranks: compute them on the spot when missing."""
     if args.column in stats.ranked_columns():
@@ -224,6 +238,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("column", metavar="COLUMN")
     c.add_argument("--top", type=int, metavar="K", help="only the K most frequent values")
     c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
+
+    c = table_command("prune", "the data files a query must read (filter, LIMIT, top-k pruning)",
+                      cmd_prune)
+    c.add_argument("--where", metavar="EXPR", help="a Spark SQL boolean expression")
+    c.add_argument("--limit", type=int, metavar="K", help="the query's LIMIT")
+    c.add_argument("--order-by", metavar="'COL [ASC|DESC]'", help="the query's ORDER BY")
 
     def sort_options(c):
         c.add_argument("--workers", type=int, help="concurrent workers for the distributed sort")

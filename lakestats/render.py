@@ -121,3 +121,12 @@ def frequencies(result: dict) -> None:
         once = result.get("omitted_singletons", 0)
         note = f"; {once:,} values seen once are not stored" if once else ""
         out.print(f"… {rest:,} more values{note}")
+
+
+def pruning(result) -> None:
+    total = len(result.kept) + len(result.skipped)
+    fully = set(result.fully_matching)
+    out.print(f"read {len(result.kept)} of {total} files, skip {len(result.skipped)} "
+              f"({len(fully & set(result.kept))} kept files match every row)")
+    for path in result.kept:
+        out.print(f"  {path}{'  [fully matching]' if path in fully else ''}", highlight=False)

@@ -1,0 +1,296 @@
+"""Which data files a query must read: filter, LIMIT and top-k pruning over the published
+statistics (seed 002; the notes' corrections applied).
+
+- filter: a partition is skipped iff the predicate cannot be true in it (pruning.predicate),
+  fully matching iff it can be neither false nor null.
+- LIMIT k: rows certainly matching come from fully matching partitions (all their rows) and,
+  for single-column predicates, from the histogram bins wholly inside the predicate's range.
+  If they reach k, the fewest partitions that reach k are kept, largest first; otherwise all
+  partitions that may match, fully matching first.
+- ORDER BY c [DESC] LIMIT k: a boundary is set before any scan, the largest value v such that k
+  rows certainly matching have c >= v (DESC; ASC mirrors): a fully matching partition holds
+  one row at its max and all its non-null rows at or above its min, a partially matching one
+  its certain rows at or above its min. Partitions whose max is below the boundary (strictly)
+  are skipped; the rest are read by max descending. NaN sorts above every number; Spark puts
+  nulls first in ASC order, so ASC with nulls in play prunes by the filter only.
+"""
+from __future__ import annotations
+
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metastore import files
+from metastore import types as ty
+from metastore.bloom import BloomFilter
+from metastore.reader import StatisticsNotFound, TableStatistics
+from pruning.predicate import (Flags, Partition, PredicateError, columns_of, evaluate, parse)
+
+ALWAYS = Flags(True, False, False)
+
+
+@dataclass
+class PruneResult:
+    kept: list[str] = field(default_factory=list)             # in scan order
+    skipped: list[str] = field(default_factory=list)
+    fully_matching: list[str] = field(default_factory=list)   # by the predicate alone
+
+    def as_json(self) -> dict:
+        return {"kept": self.kept, "skipped": self.skipped, "fully_matching": self.fully_matching}
+
+
+@dataclass
+class _Part:
+    path: str
+    rows: int
+    size: int
+    view: Partition
+    flags: Flags = ALWAYS
+
+    @property
+    def fully(self) -> bool:
+        return not (self.flags.false or self.flags.null)
+
+
+def parse_order(order_by: str | None) -> tuple[str, bool] | None:
+    """"col [ASC|DESC]" -> (col, descending)."""
+    if not order_by:
+        return None
+    words = order_by.split()
+    if len(words) > 2 or len(words) == 2 and words[1].upper() not in ("ASC", "DESC"):
+        raise PredicateError(f"order by {order_by!r}: expected COLUMN [ASC|DESC]")
+    return words[0].strip("`"), len(words) == 2 and words[1].upper() == "DESC"
+
+
+def prune(stats_root: str, where: str | None = None, limit: int | None = None,
+          order_by: str | None = None) -> PruneResult:
+    stats = TableStatistics(stats_root)
+    schema = files.decode_schema(stats.manifest["schema"])
+    node = parse(where) if where else None
+    order = parse_order(order_by)
+    if limit is not None and limit < 0:
+        raise PredicateError(f"limit {limit}: must be at least 0")
+    wanted = (columns_of(node) if node else set()) | ({order[0]} if order else set())
+    entries = stats.manifest["partitions"]
+    with ThreadPoolExecutor(8) as pool:   # statistics files are small; reading is latency
+        parts = list(pool.map(lambda path: _load(stats, schema, path, entries[path], wanted),
+                              sorted(entries)))
+    for p in parts:
+        p.flags = evaluate(node, p.view) if node is not None else ALWAYS
+    result = PruneResult(fully_matching=[p.path for p in parts if p.flags.true and p.fully])
+    candidates = [p for p in parts if p.flags.true]
+    if order and limit is not None:
+        kept = _top_k(candidates, node, order, limit, stats, schema)
+    elif limit is not None:
+        kept = _limit(candidates, node, limit, stats, schema)
+    else:
+        kept = candidates
+    result.kept = [p.path for p in kept]
+    held = set(result.kept)
+    result.skipped = [p.path for p in parts if p.path not in held]
+    return result
+
+
+# -- statistics of one partition, typed
+
+
+def _load(stats: TableStatistics, schema: pa.Schema, path: str, entry: dict,
+          wanted: set[str]) -> _Part:
+    table = stats.statistics(partition=path) if wanted else None
+    rows = {}
+    for r in (table.to_pylist() if table is not None else []):
+        if r["column"] in wanted:
+            r["low"], r["high"] = _typed_bounds(r, schema.field(r["column"]).type)
+            rows[r["column"]] = r
+    for name, value in entry.get("partition_values", {}).items():   # Hive directories
+        if name in wanted and name not in rows:
+            rows[name] = {"row_count": entry["row_count"], "null_count": 0, "nan_count": 0,
+                          "low": _guess(value), "high": _guess(value)}
+
+    def member(column: str, values: list) -> list[bool] | None:
+        row = rows.get(column)
+        if row is None or column not in schema.names:
+            return None
+        try:
+            texts = ty.to_text(pa.array(values, ty.value_type(schema.field(column).type)))
+        except (pa.ArrowException, TypeError, ValueError):
+            return None
+        if row.get("bloom_filter"):
+            return BloomFilter.from_bytes(row["bloom_filter"]).contains_text(texts).tolist()
+        held = stats.frequencies(column, partition=path)["value"]
+        return pc.is_in(texts, value_set=held.combine_chunks()).to_pylist()
+
+    view = Partition(rows, entry["row_count"], set(schema.names) | set(
+        entry.get("partition_values", {})), member)
+    return _Part(path, entry["row_count"], entry["size"], view)
+
+
+def _typed_bounds(row: dict, arrow_type: pa.DataType) -> tuple:
+    if row.get("min") is None or ty.kind_of(arrow_type) == ty.OTHER:
+        return None, None
+    typed = ty.from_text([row["min"], row["max"]], arrow_type)
+    if pa.types.is_timestamp(typed.type) and typed.type.unit == "ns":
+        # Python datetimes hold microseconds: round the range outwards
+        low = pc.floor_temporal(typed, unit="microsecond")
+        high = pc.ceil_temporal(typed, unit="microsecond")
+        typed = pa.array([low[0].as_py(), high[1].as_py()], pa.timestamp("us", typed.type.tz))
+    return tuple(typed.to_pylist())
+
+
+def _guess(text: str):
+    """A Hive directory value as Spark infers it: an integer, a date, or text."""
+    for parse_value in (int, lambda t: __import__("datetime").date.fromisoformat(t)):
+        try:
+            return parse_value(text)
+        except ValueError:
+            pass
+    return text
+
+
+# -- rows that certainly match
+
+
+def _certain_rows(p: _Part, node, stats: TableStatistics, schema: pa.Schema) -> int:
+    """A lower bound of the rows matching in p: all of them when fully matching; else, for a
+    predicate on one column, the rows of the histogram bins in which it is surely true."""
+    if p.fully:
+        return p.rows
+    names = columns_of(node) if node is not None else set()
+    if len(names) != 1:
+        return 0
+    column = next(iter(names))
+    if column not in schema.names or ty.kind_of(schema.field(column).type) not in ty.BINNED_KINDS:
+        return 0
+    try:
+        bins = stats.histogram(column, partition=p.path)
+    except StatisticsNotFound:           # no values in this partition
+        return 0
+    edge_type = files.edge_type(schema.field(column).type)
+    certain = 0
+    for b in bins:
+        low, high = ty.from_text([b["lower"], b["upper"]], edge_type).to_pylist()
+        one = Partition({column: {"row_count": b["count"], "null_count": 0, "nan_count": 0,
+                                  "low": low, "high": high}}, b["count"], {column})
+        flags = evaluate(node, one)
+        if not (flags.false or flags.null):
+            certain += b["count"]
+    return certain
+
+
+# -- LIMIT
+
+
+def _limit(candidates: list[_Part], node, k: int, stats: TableStatistics,
+           schema: pa.Schema) -> list[_Part]:
+    if k == 0:
+        return []
+    fully = sorted((p for p in candidates if p.fully), key=lambda p: -p.rows)
+    chosen = _reaching(fully, [p.rows for p in fully], k)
+    if chosen is not None:
+        return chosen
+    partial = [p for p in candidates if not p.fully]
+    counts = {p.path: _certain_rows(p, node, stats, schema) for p in partial}
+    certain = sorted(fully + [p for p in partial if counts[p.path]],
+                     key=lambda p: -(p.rows if p.fully else counts[p.path]))
+    chosen = _reaching(certain, [p.rows if p.fully else counts[p.path] for p in certain], k)
+    if chosen is not None:
+        return chosen
+    return fully + [p for p in partial]
+
+
+def _reaching(parts: list[_Part], counts: list[int], k: int) -> list[_Part] | None:
+    total = 0
+    for i, n in enumerate(counts):
+        total += n
+        if total >= k:
+            return parts[:i + 1]
+    return None
+
+
+# -- top-k
+
+
+@functools.total_ordering
+class _Key:
+    """Order-column values as the sort sees them: NaN above every number; `reverse` turns
+    ASC into DESC so that one algorithm serves both."""
+
+    def __init__(self, value, nan: bool, reverse: bool):
+        self.value, self.nan, self.reverse = value, nan, reverse
+
+    def _cmp(self, other) -> int:
+        a = (1, 0) if self.nan else (0, self.value)
+        b = (1, 0) if other.nan else (0, other.value)
+        c = (a > b) - (a < b)
+        return -c if self.reverse else c
+
+    def __eq__(self, other):
+        return self._cmp(other) == 0
+
+    def __lt__(self, other):
+        return self._cmp(other) < 0
+
+
+def _top_k(candidates: list[_Part], node, order: tuple[str, bool], k: int,
+           stats: TableStatistics, schema: pa.Schema) -> list[_Part]:
+    column, descending = order
+    if k == 0:
+        return []
+    spans = {}
+    for p in candidates:
+        s = p.view.stats.get(column)
+        if s is None:
+            return candidates            # a Hive column or a missing one: no bounds to use
+        values = s["row_count"] - s["null_count"] - (s.get("nan_count") or 0) > 0
+        nan = bool(s.get("nan_count"))
+        if not descending and s["null_count"]:
+            return _scan_order(candidates, column, descending)   # NULLS FIRST: nulls lead
+        lo = _Key(s["low"], False, not descending) if values else _Key(None, True, not descending)
+        hi = _Key(None, True, not descending) if nan else (
+            _Key(s["high"], False, not descending) if values else None)
+        top, bottom = (hi, lo) if descending else (lo, hi)   # the side the sort reaches first
+        if not (values or nan):
+            top = bottom = None
+        spans[p.path] = (top, bottom, s["row_count"] - s["null_count"])
+    # guaranteed rows at or beyond each threshold (in sort order), per contributing partition
+    contributions = []
+    for p in candidates:
+        top, bottom, nonnull = spans[p.path]
+        if top is None:
+            continue
+        if p.fully:
+            contributions.append((top, bottom, nonnull))
+        else:
+            certain = _certain_rows(p, node, stats, schema) - (p.rows - nonnull)
+            if certain > 0:
+                contributions.append((bottom, bottom, certain))
+    boundary = None
+    for threshold in sorted((t for c in contributions for t in c[:2]), reverse=True):
+        if sum(n if threshold <= bottom else 1 if threshold <= top else 0
+               for top, bottom, n in contributions) >= k:
+            boundary = threshold
+            break
+    kept = [p for p in candidates if boundary is None or (
+        spans[p.path][0] is not None and not spans[p.path][0] < boundary)]
+    return _scan_order(kept, column, descending, spans)
+
+
+def _scan_order(parts: list[_Part], column: str, descending: bool,
+                spans: dict | None = None) -> list[_Part]:
+    if spans is None:
+        return parts
+    return sorted(parts, key=lambda p: (spans[p.path][0] is None,
+                                        _Desc(spans[p.path][0]) if spans[p.path][0] else 0))
+
+
+class _Desc:
+    """Sorts keys largest first."""
+
+    def __init__(self, key: _Key):
+        self.key = key
+
+    def __lt__(self, other):
+        return other.key < self.key

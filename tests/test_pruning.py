@@ -1,0 +1,209 @@
+"""Pruning rules on tables of known layout: every rule, the worked examples of the Snowflake
+paper's digest (with its two printed formulas corrected), LIMIT and top-k."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lakestats.cli import main
+from pruning import PredicateError, prune
+from tests.tables import write
+
+
+@pytest.fixture
+def table(tmp_path, run):
+    """make(name -> columns dict): one file per name, computed; returns a prune function."""
+    def make(parts: dict[str, dict]):
+        for name, columns in parts.items():
+            write(tmp_path / f"{name}.parquet", pa.table(columns))
+        run(tmp_path)
+
+        def pruned(where=None, limit=None, order_by=None):
+            r = prune(f"{tmp_path}/_lakestats", where, limit, order_by)
+            return ([p.removesuffix(".parquet") for p in r.kept],
+                    sorted(p.removesuffix(".parquet") for p in r.fully_matching))
+        return pruned
+    return make
+
+
+def kept(result) -> list[str]:
+    return result[0]
+
+
+def test_ranges_prune_and_fully_match(table):
+    pruned = table({"f1": {"x": list(range(0, 10))}, "f2": {"x": list(range(10, 20))}})
+    assert pruned("x >= 15") == (["f2"], [])
+    assert pruned("x >= 10") == (["f2"], ["f2"])
+    assert pruned("x BETWEEN 3 AND 12") == (["f1", "f2"], [])
+    assert pruned("NOT (x < 10)") == (["f2"], ["f2"])            # NOT pushed to the atom
+    assert pruned("x < 0 OR x > 18") == (["f2"], [])
+    assert pruned("x = 7") == (["f1"], [])
+    assert pruned("x IN (3, 30)") == (["f1"], [])
+    assert pruned("x NOT IN (3, 30)") == (["f1", "f2"], ["f2"])
+    assert pruned("x + 10 > 25") == (["f2"], [])                  # arithmetic normalized
+    assert pruned("2 * x - 1 >= 19") == (["f2"], ["f2"])
+    assert pruned("-x > -5") == (["f1"], [])
+    assert pruned("x = NULL") == ([], [])                         # null, never true
+    assert pruned("x > 100 OR x IS NULL") == ([], [])
+    assert pruned("rand() > x") == (["f1", "f2"], [])           # unknown: never prunes
+    assert pruned("no_such_column = 1") == (["f1", "f2"], [])
+
+
+def test_nulls_nan_and_infinities(table):
+    pruned = table({
+        "nulls": {"x": pa.array([1.0, None, 3.0]), "n": pa.array([None, None, None], pa.int64())},
+        "nan": {"x": pa.array([5.0, float("nan"), 1000.0]), "n": pa.array([1, 2, 3])},
+        "inf": {"x": pa.array([-np.inf, 0.0, 2.0]), "n": pa.array([4, 5, 6])},
+    })
+    assert kept(pruned("x > 1500")) == ["nan"]          # NaN is above every number (Spark)
+    assert kept(pruned("x < -1e300")) == ["inf"]
+    assert pruned("x IS NULL") == (["nulls"], [])
+    assert pruned("x IS NOT NULL") == (["inf", "nan", "nulls"], ["inf", "nan"])
+    assert pruned("n IS NULL") == (["nulls"], ["nulls"])
+    assert pruned("n > 0") == (["inf", "nan"], ["inf", "nan"])
+    assert pruned("x <= 1000") == (["inf", "nan", "nulls"], ["inf"])   # NaN rows: false
+
+
+def test_membership_from_bloom_filters_and_frequencies(table):
+    """id is spread over every file (min/max cannot prune), but each file holds other ids:
+    the Bloom filter (more than 1,000 distinct values) or exact frequencies decide."""
+    rng = np.random.default_rng(0)
+    ids = rng.permutation(20_000)
+    small = rng.permutation(400)
+    pruned = table({f"p{i}": {"id": ids[i::4], "code": np.resize(small[i::4], 5000)}
+                    for i in range(4)})
+    target = int(ids[2])
+    assert kept(pruned(f"id = {target}")) == ["p2"]
+    assert kept(pruned(f"id IN ({int(ids[1])}, {int(ids[3])}, 99999999)")) == ["p1", "p3"]
+    assert kept(pruned(f"code = {int(small[0])}")) == ["p0"]
+    assert kept(pruned(f"id = {target} OR code = {int(small[1])}")) == ["p1", "p2"]
+
+
+def test_like_prefix_uses_the_successor_not_the_printed_formula(table):
+    pruned = table({"basecamp": {"name": ["Basecamp", "Lake"]},
+                    "nord": {"name": ["Nord", "Zeta"]},
+                    "marked": {"name": ["Marked-A", "Marked-Z"]},
+                    "all": {"name": ["Marked-Ridge", "Marked-X-Ridge"]}})
+    assert kept(pruned("name LIKE 'Marked-%-Ridge'")) == ["all", "marked"]
+    assert pruned("name LIKE 'Marked-%'") == (["all", "marked"], ["all", "marked"])
+    assert kept(pruned("name LIKE '%Ridge'")) == ["all", "basecamp", "marked", "nord"]
+    assert kept(pruned("name LIKE 'Lake'")) == ["basecamp"]
+
+
+def test_if_branches_and_monotone_functions(table):
+    day = dt.date(1995, 3, 1)
+    pruned = table({
+        "mixed": {"unit": ["feet", "meters"], "altit": [934, 7674],
+                  "d": [day, day], "ts": pa.array([dt.datetime(2024, 1, 31, 23)] * 2)},
+        "feet": {"unit": ["feet", "feet"], "altit": [934, 4000],
+                 "d": [dt.date(1997, 1, 1)] * 2, "ts": pa.array([dt.datetime(2024, 2, 1, 1)] * 2)},
+        "feet_null": {"unit": ["feet", None], "altit": [934, 4000],
+                      "d": [dt.date(1998, 12, 15)] * 2, "ts": pa.array([dt.datetime(2024, 3, 1)] * 2)},
+    })
+    assert kept(pruned("if(unit = 'feet', altit * 0.3048, altit) > 1500")) == ["feet_null", "mixed"]
+    assert kept(pruned("year(d) = 1995")) == ["mixed"]
+    assert kept(pruned("d + INTERVAL 30 DAY < DATE '1995-04-01'")) == ["mixed"]
+    assert kept(pruned("date_add(d, 20) >= DATE '1999-01-01'")) == ["feet_null"]
+    assert kept(pruned("d - INTERVAL 1 MONTH > DATE '1998-11-01'")) == ["feet_null"]
+    assert kept(pruned("to_date(ts) = DATE '2024-02-01'")) == ["feet"]
+    assert kept(pruned("date_trunc('MONTH', ts) = TIMESTAMP '2024-01-01 00:00:00'")) == ["mixed"]
+    assert kept(pruned("d < '1996-01-01'")) == ["mixed"]           # a string cast to date
+
+
+def test_products_of_non_negative_columns(table):
+    pruned = table({"small": {"price": [1.0, 2.0], "qty": [1, 3]},
+                    "large": {"price": [10.0, 20.0], "qty": [5, 9]}})
+    assert kept(pruned("price * qty > 40")) == ["large"]
+    assert pruned("price * qty >= 50") == (["large"], ["large"])
+
+
+def test_limit_keeps_the_fewest_fully_matching_partitions(table):
+    """Digest examples 5 and 7."""
+    pruned = table({
+        "p1": {"species": ["Brown Bear", "Wolf"], "s": [60, 70]},
+        "p2": {"species": ["Alpine Chough", "Red Fox"], "s": [20, 120]},
+        "p3": {"species": ["Alpine Ibex", "Alpine Ibex", "Alpine Marmot", "Alpine Marmot"],
+               "s": [50, 60, 70, 110]},
+        "p4": {"species": ["Alpine Ibex", "Golden Eagle"], "s": [30, 90]},
+    })
+    where = "species LIKE 'Alpine%' AND s >= 50"
+    assert pruned(where, limit=3) == (["p3"], ["p3"])
+    assert kept(pruned(where, limit=10)) == ["p3", "p2", "p4"]
+    assert kept(pruned(where, limit=0)) == []
+
+
+def test_limit_without_predicate(table):
+    pruned = table({"a": {"v": list(range(100))}, "b": {"v": list(range(60))},
+                    "c": {"v": list(range(50))}})
+    assert kept(pruned(limit=110)) == ["a", "b"]
+    assert kept(pruned(limit=100)) == ["a"]
+    assert kept(pruned(limit=500)) == ["a", "b", "c"]
+
+
+def test_top_k_initial_boundary(table):
+    """Digest example 9: fully matching F1 [10,50] 2 rows, F2 [40,80] 3 rows, F3 [70,90] 1
+    row; k=3 gives boundary 50: a partial [0,45] is pruned, [0,60] kept; scan by max."""
+    pruned = table({
+        "f1": {"v": [10, 50], "flag": [1, 1]},
+        "f2": {"v": [40, 60, 80], "flag": [1, 1, 1]},
+        "f3": {"v": [90], "flag": [1]},
+        "partial45": {"v": [0, 45], "flag": [0, 1]},
+        "partial60": {"v": [0, 60], "flag": [0, 1]},
+    })
+    assert kept(pruned("flag = 1", limit=3, order_by="v DESC")) == ["f3", "f2", "partial60", "f1"]
+    assert kept(pruned("flag = 1", limit=3, order_by="v ASC")) == [
+        "partial45", "partial60", "f1", "f2"]
+
+
+def test_top_k_without_predicate(table):
+    """Digest example 8, before any scan: A and D are fully matching; the boundary is 95."""
+    pruned = table({"A": {"v": [100, 98, 96, 92, 90]}, "D": {"v": [99, 85]},
+                    "B": {"v": [50, 95]}, "C": {"v": [10, 40]}})
+    assert kept(pruned(limit=3, order_by="v DESC")) == ["A", "D", "B"]
+    assert kept(pruned(limit=1, order_by="v")) == ["C"]
+
+
+def test_top_k_with_nan_and_nulls(table):
+    pruned = table({"nan": {"x": pa.array([1.0, float("nan")])},
+                    "big": {"x": pa.array([500.0, 600.0])},
+                    "nulls": {"x": pa.array([None, 2.0])}})
+    assert kept(pruned(limit=1, order_by="x DESC")) == ["nan"]      # NaN sorts first in DESC
+    # ASC puts nulls first in Spark: no value boundary can be trusted
+    assert sorted(kept(pruned(limit=1, order_by="x ASC"))) == ["big", "nan", "nulls"]
+
+
+def test_certain_rows_from_histograms(table):
+    """ORDER BY d ASC LIMIT k under q > 45: no partition is fully matching, but the earliest
+    provably holds k matching rows (histogram bins wholly above 45), so it alone is read."""
+    parts = {}
+    for i in range(4):
+        q = np.r_[np.arange(46, 96), np.arange(0, 40)]
+        parts[f"m{i}"] = {"d": pa.array(np.datetime64("2024-01-01") + i * 100 + np.arange(90) % 30,
+                                        pa.date32()), "q": q}
+    pruned = table(parts)
+    result = pruned("q > 45", limit=10, order_by="d ASC")
+    assert result == (["m0"], [])
+    assert kept(pruned("q > 45", limit=10)) == ["m0"]
+    assert kept(pruned("q > 45", limit=1000)) == ["m0", "m1", "m2", "m3"]
+
+
+def test_cli_prune_json(tmp_path, run, capsys):
+    for i in range(3):
+        write(tmp_path / f"region=r{i}" / "f.parquet", pa.table({"x": [i * 10, i * 10 + 5]}))
+    run(tmp_path)
+    assert main(["prune", str(tmp_path), "--where", "x > 12", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"kept": ["region=r1/f.parquet", "region=r2/f.parquet"],
+                   "skipped": ["region=r0/f.parquet"], "fully_matching": ["region=r2/f.parquet"]}
+    assert main(["prune", str(tmp_path), "--where", "region = 'r1'", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == ["region=r1/f.parquet"]
+    assert main(["prune", str(tmp_path), "--order-by", "x DESC", "--limit", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == ["region=r2/f.parquet"]
+    assert main(["prune", str(tmp_path), "--where", "x >>> 1"]) == 2
+    assert "cannot parse" in capsys.readouterr().err
+    with pytest.raises(PredicateError):
+        prune(f"{tmp_path}/_lakestats", order_by="x SIDEWAYS")
