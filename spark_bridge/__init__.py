@@ -1,10 +1,11 @@
 """PySpark integration: statistics into Spark's cost-based optimizer, statistics computed by
-Spark tasks, and statistics as a DataFrame.
+Spark tasks, statistics as a DataFrame, and reads pruned by the statistics.
 
 Reads the statistics that metastore/ defines; never imported by functions/ (the Lambda package
 stays free of PySpark)."""
 from spark_bridge.catalog import StaleStatistics, apply_statistics
 from spark_bridge.compute import compute
 from spark_bridge.frame import statistics_frame
+from spark_bridge.read import prune, read
 
-__all__ = ["StaleStatistics", "apply_statistics", "compute", "statistics_frame"]
+__all__ = ["StaleStatistics", "apply_statistics", "compute", "prune", "read", "statistics_frame"]

@@ -1,0 +1,80 @@
+"""Pruned reads: a DataFrame over only the data files a query can need (pruning.plan).
+
+The predicate, order and limit are applied by Spark as well, so results equal those of the same
+query over every file; `df.inputFiles()` lists the files kept. Local tables, and S3 tables when
+Spark has the S3A filesystem, are read by Spark itself. Without S3A (a bare local PySpark), S3
+files are read through Arrow and handed to Spark: same rows, no input files to list.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from metastore.store import DataFile, Store
+from pruning import PruneResult, prune as prune_files
+
+
+def _stats_root(table_uri: str, stats_root: str | None) -> str:
+    return stats_root or Store(table_uri).uri_of("_lakestats")
+
+
+def prune(table_uri: str, where: str | None = None, limit: int | None = None,
+          order_by: str | None = None, *, stats_root: str | None = None) -> PruneResult:
+    """kept (in scan order) / skipped / fully_matching data files, relative to the table."""
+    return prune_files(_stats_root(table_uri, stats_root), where, limit, order_by)
+
+
+def read(spark, table_uri: str, where: str | None = None, order_by: str | None = None,
+         limit: int | None = None, *, stats_root: str | None = None):
+    table = Store(table_uri)
+    result = prune(table_uri, where, limit, order_by, stats_root=stats_root)
+    if table.is_s3 and not _has_s3a(spark):
+        df = _through_arrow(spark, table, result.kept)
+    else:
+        uri = table.uri.replace("s3://", "s3a://", 1)
+        paths = [f"{uri}/{p}" for p in result.kept]
+        reader = spark.read.option("basePath", uri)      # Hive directories stay columns
+        df = reader.parquet(*paths) if paths else _empty(spark, table)
+    if where:
+        df = df.where(where)
+    if order_by:
+        df = df.orderBy(*_order(order_by))
+    if limit is not None:
+        df = df.limit(limit)
+    return df
+
+
+def _order(order_by: str):
+    from pyspark.sql import functions as F
+    from pruning import parse_order
+    column, descending = parse_order(order_by)
+    return [F.col(column).desc() if descending else F.col(column).asc()]
+
+
+def _has_s3a(spark) -> bool:
+    try:
+        spark._jvm.java.lang.Class.forName("org.apache.hadoop.fs.s3a.S3AFileSystem")
+        return True
+    except Exception:  # noqa: BLE001 - py4j raises its own error for a missing class
+        return False
+
+
+def _through_arrow(spark, table: Store, kept: list[str]):
+    parts = []
+    for rel in kept:            # Hive directory values become (string) columns, as in Spark
+        part = pq.read_table(table.path(rel), filesystem=table.fs)
+        for name, value in DataFile(rel, 0, "").partition_values.items():
+            part = part.append_column(name, pa.repeat(pa.scalar(value), part.num_rows))
+        parts.append(part)
+    if not parts:
+        return _empty(spark, table)
+    return spark.createDataFrame(pa.concat_tables(parts, promote_options="permissive"))
+
+
+def _empty(spark, table: Store):
+    """No file can match: an empty DataFrame with the table's columns."""
+    first = next(iter(table.list_files()), None)
+    if first is None:
+        return spark.createDataFrame([], "value string")
+    schema = pq.read_schema(table.fs.open_input_file(table.path(first.rel_path)))
+    return spark.createDataFrame(schema.empty_table())
