@@ -155,28 +155,39 @@ def _guess(text: str):
 
 def _certain_rows(p: _Part, node, stats: TableStatistics, schema: pa.Schema) -> int:
     """A lower bound of the rows matching in p: all of them when fully matching; else, for a
-    predicate on one column, the rows of the histogram bins in which it is surely true."""
+    predicate on one column, the rows of the values (exact frequencies, when the partition
+    keeps them small enough to read: no Bloom filter) or of the histogram bins in which the
+    predicate is surely true."""
     if p.fully:
         return p.rows
     names = columns_of(node) if node is not None else set()
-    if len(names) != 1:
+    column = next(iter(names)) if len(names) == 1 else None
+    if column not in schema.names or column not in p.view.stats:
         return 0
-    column = next(iter(names))
-    if column not in schema.names or ty.kind_of(schema.field(column).type) not in ty.BINNED_KINDS:
+    arrow_type = schema.field(column).type
+    if not p.view.stats[column].get("bloom_filter"):
+        freq = stats.frequencies(column, partition=p.path)
+        values = ty.from_text(freq["value"], arrow_type).to_pylist()
+        cells = [(v, v, n) for v, n in zip(values, freq["frequency"].to_pylist())]
+    elif ty.kind_of(arrow_type) in ty.BINNED_KINDS:
+        try:
+            bins = stats.histogram(column, partition=p.path)
+        except StatisticsNotFound:           # no values in this partition
+            return 0
+        edges = ty.from_text([x for b in bins for x in (b["lower"], b["upper"])],
+                             files.edge_type(arrow_type)).to_pylist()
+        cells = [(edges[2 * i], edges[2 * i + 1], b["count"]) for i, b in enumerate(bins)]
+    else:
         return 0
-    try:
-        bins = stats.histogram(column, partition=p.path)
-    except StatisticsNotFound:           # no values in this partition
-        return 0
-    edge_type = files.edge_type(schema.field(column).type)
     certain = 0
-    for b in bins:
-        low, high = ty.from_text([b["lower"], b["upper"]], edge_type).to_pylist()
-        one = Partition({column: {"row_count": b["count"], "null_count": 0, "nan_count": 0,
-                                  "low": low, "high": high}}, b["count"], {column})
+    for low, high, count in cells:
+        nan = isinstance(low, float) and low != low
+        one = Partition({column: {"row_count": count, "null_count": 0, "nan_count": count * nan,
+                                  "low": None if nan else low, "high": None if nan else high}},
+                        count, {column})
         flags = evaluate(node, one)
         if not (flags.false or flags.null):
-            certain += b["count"]
+            certain += count
     return certain
 
 
@@ -191,14 +202,17 @@ def _limit(candidates: list[_Part], node, k: int, stats: TableStatistics,
     chosen = _reaching(fully, [p.rows for p in fully], k)
     if chosen is not None:
         return chosen
+    # not enough: partially matching partitions' certain rows, in scan order, until k
+    total, certain = sum(p.rows for p in fully), []
     partial = [p for p in candidates if not p.fully]
-    counts = {p.path: _certain_rows(p, node, stats, schema) for p in partial}
-    certain = sorted(fully + [p for p in partial if counts[p.path]],
-                     key=lambda p: -(p.rows if p.fully else counts[p.path]))
-    chosen = _reaching(certain, [p.rows if p.fully else counts[p.path] for p in certain], k)
-    if chosen is not None:
-        return chosen
-    return fully + [p for p in partial]
+    for p in partial:
+        n = _certain_rows(p, node, stats, schema)
+        if n:
+            certain.append(p)
+            total += n
+            if total >= k:
+                return fully + certain
+    return fully + partial
 
 
 def _reaching(parts: list[_Part], counts: list[int], k: int) -> list[_Part] | None:
