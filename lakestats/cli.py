@@ -161,6 +161,37 @@ def cmd_rank(args) -> int:
     return 0
 
 
+def cmd_watch(args) -> int:
+    from infra.redis_server import redis_url
+    from lakestats.watch import watch
+    if args.tables:
+        os.environ["LAKESTATS_TABLES"] = args.tables
+    if not os.environ.get("LAKESTATS_TABLES"):
+        raise CliError("which tables? --tables s3://bucket/prefix[,...] (or LAKESTATS_TABLES)")
+    os.environ["LAKESTATS_REDUCE_WINDOW_SECONDS"] = str(args.window)
+    with redis_url(args.redis_url) as url:
+        os.environ["REDIS_URL"] = url
+        render.err.print(f"watching {args.queue} for {os.environ['LAKESTATS_TABLES']} "
+                         "(Ctrl-C stops)")
+        try:
+            watch(args.queue, visibility_seconds=args.visibility, on_reduced=lambda r: render.out.print(
+                f"{r['table']}: version {r['version']} "
+                f"{'published' if r['published'] else 'unchanged'}, {r['row_count']:,} rows, "
+                f"computed {r['computed']}, reused {r['reused']}, removed {r['removed']}"))
+        except KeyboardInterrupt:
+            return 0
+    return 0
+
+
+def cmd_local(args) -> int:
+    from lakestats import local_stack
+    if args.action == "up":
+        print(local_stack.exports(local_stack.up(bucket=args.bucket)))
+    else:
+        print(f"stopped {local_stack.down()} processes")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from lakestats import demo
     return demo.run(args)
@@ -262,6 +293,27 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("column", metavar="COLUMN")
     c.add_argument("value", metavar="VALUE", help="canonical text, e.g. 1995-01-01 or 12.50")
     sort_options(c)
+
+    c = sub.add_parser("watch", help="run the serverless event flow locally: consume S3 "
+                       "notifications from SQS, compute statistics, publish table versions",
+                       description="Long-polls an SQS queue fed by S3 notifications (moto's "
+                       "server, localstack via AWS_ENDPOINT_URL, or AWS) and runs the Lambda "
+                       "handlers on the same SQS event payloads.")
+    c.add_argument("--queue", required=True, metavar="SQS_URL")
+    c.add_argument("--tables", metavar="s3://b/prefix[,...]",
+                   help="table roots to maintain (default: $LAKESTATS_TABLES)")
+    c.add_argument("--window", type=float, default=2.0, metavar="SECONDS",
+                   help="coalesce a table's changes for this long before reducing (default 2)")
+    c.add_argument("--visibility", type=int, default=120, metavar="SECONDS",
+                   help="a message being handled stays invisible this long; if the watcher "
+                        "dies it comes back after it (default 120)")
+    c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
+    c.set_defaults(func=cmd_watch)
+
+    c = sub.add_parser("local", help="start or stop the local stack (moto S3+SQS, Redis)")
+    c.add_argument("action", choices=["up", "down"])
+    c.add_argument("--bucket", help="with up: create this bucket with notifications to a queue")
+    c.set_defaults(func=cmd_local)
 
     c = sub.add_parser("demo", help="generate a TPC-H table, compute and show its statistics")
     c.add_argument("--dir", default=".demo", help="where the sample table goes (default .demo)")
