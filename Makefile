@@ -17,7 +17,13 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.installed-demo
 	$(BIN)/lakestats demo
 
-test: $(VENV)/.installed-test
+# the SAM CLI pins its own dependencies: a venv of its own, for `sam validate --lint` in tests
+SAM := .venv-sam/bin/sam
+$(SAM):
+	$(PYTHON) -m venv .venv-sam
+	.venv-sam/bin/pip install --quiet aws-sam-cli
+
+test: $(VENV)/.installed-test $(SAM)
 	$(BIN)/python -m pytest -q tests
 
 bench: $(VENV)/.installed-bench
@@ -27,4 +33,4 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_frequencies.py
 
 clean:
-	rm -rf $(VENV) .demo
+	rm -rf $(VENV) .venv-sam .demo

@@ -53,9 +53,13 @@ def changes(notification: dict) -> list[Change]:
 
 def watched_tables() -> list[str]:
     """Table roots (s3://bucket/prefix) whose files are watched: LAKESTATS_TABLES, comma
-    separated."""
-    return [t.strip().rstrip("/") for t in os.environ.get("LAKESTATS_TABLES", "").split(",")
-            if t.strip()]
+    separated, or LAKESTATS_TABLE_PREFIXES inside LAKESTATS_BUCKET (template.yaml)."""
+    roots = os.environ.get("LAKESTATS_TABLES", "").split(",")
+    bucket = os.environ.get("LAKESTATS_BUCKET")
+    if bucket:
+        roots += [f"s3://{bucket}/{p.strip().strip('/')}"
+                  for p in os.environ.get("LAKESTATS_TABLE_PREFIXES", "").split(",") if p.strip()]
+    return [t.strip().rstrip("/") for t in roots if t.strip()]
 
 
 def table_of(uri: str, tables: list[str]) -> tuple[str, str] | None:
