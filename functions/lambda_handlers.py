@@ -147,7 +147,9 @@ def schedule_reduction(table: str) -> bool:
 # -- table reductions
 
 
-def reduce_table(table: str) -> dict:
+def reduce_table(table: str, invoker=None) -> dict:
+    """A new version of `table`; the coordinator's steps run on `invoker`, by default the
+    steps function (LAKESTATS_STEPS_FUNCTION) or, without one, local processes."""
     from monostore.coordinator import Options, compute
     from monostore.frequencies import FrequencyOptions
     from monostore.invokers import make_invoker
@@ -155,10 +157,11 @@ def reduce_table(table: str) -> dict:
     options = Options(max_bins=_options()["max_bins"], frequencies=FrequencyOptions(
         low_distinct_max=int(os.environ.get("LAKESTATS_LOW_DISTINCT_MAX") or 1_000_000),
         low_duplicate_max=int(os.environ.get("LAKESTATS_LOW_DUPLICATE_MAX") or 1_000_000)))
+    if invoker is not None:
+        return compute(table, invoker, _redis_url(), options=options).as_json()
     function = os.environ.get("LAKESTATS_STEPS_FUNCTION")
     with make_invoker("lambda" if function else "local", function_name=function) as invoker:
-        report = compute(table, invoker, _redis_url(), options=options)
-    return report.as_json()
+        return compute(table, invoker, _redis_url(), options=options).as_json()
 
 
 @logger.inject_lambda_context(correlation_id_path="Records[0].messageId")

@@ -13,6 +13,7 @@ from typing import Callable
 import boto3
 
 from functions import lambda_handlers as lh
+from monostore.invokers import make_invoker
 
 
 def lambda_event(messages: list[dict], queue_arn: str, region: str) -> dict:
@@ -33,9 +34,17 @@ def watch(queue_url: str, *, wait_seconds: int = 5, visibility_seconds: int = 12
         "Attributes"]["QueueArn"]
     region = sqs.meta.region_name
     os.environ.pop("LAKESTATS_REDUCE_QUEUE_URL", None)   # reductions run here, not queued
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")   # no CloudWatch here
     due: dict[str, float] = {}
     window = float(os.environ.get("LAKESTATS_REDUCE_WINDOW_SECONDS") or 2)
     os.environ["LAKESTATS_REDUCE_WINDOW_SECONDS"] = str(window)
+    with make_invoker("local") as invoker:       # one worker pool for every reduction
+        _loop(sqs, queue_url, arn, region, wait_seconds, visibility_seconds, stop, on_reduced,
+              due, window, invoker)
+
+
+def _loop(sqs, queue_url, arn, region, wait_seconds, visibility_seconds, stop, on_reduced,
+          due, window, invoker) -> None:
     while not stop():
         timeout = min([wait_seconds] + [max(0.0, t - time.monotonic()) for t in due.values()])
         received = sqs.receive_message(
@@ -46,7 +55,7 @@ def watch(queue_url: str, *, wait_seconds: int = 5, visibility_seconds: int = 12
         for table, at in list(due.items()):
             if time.monotonic() >= at:
                 del due[table]
-                report = lh.reduce_table(table)
+                report = lh.reduce_table(table, invoker)
                 if on_reduced:
                     on_reduced(report)
 

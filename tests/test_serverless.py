@@ -146,3 +146,29 @@ def test_a_killed_watcher_redelivers_without_double_counting(lake, run, tmp_path
         stop.set()
         thread.join(timeout=30)
     assert_equals_clean_compute(table, run)
+
+
+@pytest.mark.skipif(not os.environ.get("LAKESTATS_LOCALSTACK_URL"),
+                    reason="set LAKESTATS_LOCALSTACK_URL to a running localstack to run this")
+def test_flow_on_localstack(redis_url, monkeypatch):
+    """The same flow against localstack's S3 and SQS."""
+    from monostore.coordinator import compute
+    from monostore.invokers import make_invoker
+    endpoint = os.environ["LAKESTATS_LOCALSTACK_URL"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    bucket = f"lake-{uuid.uuid4().hex[:8]}"
+    queue = wire_bucket(endpoint, bucket, f"events-{bucket}")
+    table = f"s3://{bucket}/{TABLE}"
+    monkeypatch.setenv("LAKESTATS_TABLES", table)
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    stop, thread, _ = watching(queue)
+    try:
+        for i in range(3):
+            put(bucket, f"{TABLE}/part-{i}.parquet", mixed(1000, seed=i))
+        wait_until(lambda: settled(queue, table))
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    with make_invoker("local", 2) as invoker:
+        assert_equals_clean_compute(table, lambda t, stats_root: compute(
+            t, invoker, redis_url, stats_root=stats_root))
