@@ -31,6 +31,8 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_spark.py
 	$(BIN)/python benchmarks/bench_quantiles.py
 	$(BIN)/python benchmarks/bench_frequencies.py
+	$(BIN)/python benchmarks/bench_pruning.py
+	$(BIN)/python benchmarks/bench_latency.py
 
 clean:
 	rm -rf $(VENV) .venv-sam .demo

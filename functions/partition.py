@@ -32,7 +32,7 @@ def compute(table: Store, rel_path: str, *, max_bins: int = DEFAULT_BINS,
     # Bad data fails this partition for good (PartitionError); other I/O errors propagate, and
     # the coordinator retries them as it retries any failed invocation.
     try:
-        parquet = table.open_parquet(rel_path)
+        parquet = table.open_parquet(rel_path, whole=True)
         data_schema = parquet.schema_arrow
     except FileNotFoundError as e:
         raise PartitionError(f"{rel_path}: file not found") from e

@@ -29,46 +29,49 @@ def watch(queue_url: str, *, wait_seconds: int = 5, visibility_seconds: int = 12
           stop: Callable[[], bool] = lambda: False,
           on_reduced: Callable[[dict], None] | None = None) -> None:
     """Run until `stop()` says so (Ctrl-C from the command line)."""
-    sqs = boto3.client("sqs")
-    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-        "Attributes"]["QueueArn"]
-    region = sqs.meta.region_name
     os.environ.pop("LAKESTATS_REDUCE_QUEUE_URL", None)   # reductions run here, not queued
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")   # no CloudWatch here
-    due: dict[str, float] = {}
-    window = float(os.environ.get("LAKESTATS_REDUCE_WINDOW_SECONDS") or 2)
-    os.environ["LAKESTATS_REDUCE_WINDOW_SECONDS"] = str(window)
+    os.environ.setdefault("LAKESTATS_REDUCE_WINDOW_SECONDS", "2")
     with make_invoker("local") as invoker:       # one worker pool for every reduction
-        _loop(sqs, queue_url, arn, region, wait_seconds, visibility_seconds, stop, on_reduced,
-              due, window, invoker)
+        watcher = _Watcher(queue_url, visibility_seconds, invoker, on_reduced)
+        while not stop():
+            watcher.step(wait_seconds)
 
 
-def _loop(sqs, queue_url, arn, region, wait_seconds, visibility_seconds, stop, on_reduced,
-          due, window, invoker) -> None:
-    while not stop():
-        timeout = min([wait_seconds] + [max(0.0, t - time.monotonic()) for t in due.values()])
-        received = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(timeout),
-            VisibilityTimeout=visibility_seconds, AttributeNames=["All"]).get("Messages", [])
+class _Watcher:
+    def __init__(self, queue_url: str, visibility_seconds: int, invoker, on_reduced):
+        self.sqs = boto3.client("sqs")
+        self.queue_url, self.visibility, self.invoker = queue_url, visibility_seconds, invoker
+        self.on_reduced = on_reduced
+        self.arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
+            "QueueArn"])["Attributes"]["QueueArn"]
+        self.window = float(os.environ["LAKESTATS_REDUCE_WINDOW_SECONDS"])
+        self.due: dict[str, float] = {}          # table -> when its reduction runs
+
+    def step(self, wait_seconds: int) -> None:
+        """One long poll (shorter when a reduction is due), its batch, due reductions."""
+        now = time.monotonic()
+        wait = min([wait_seconds] + [max(0.0, t - now) for t in self.due.values()])
+        received = self.sqs.receive_message(
+            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(wait),
+            VisibilityTimeout=self.visibility, AttributeNames=["All"]).get("Messages", [])
         if received:
-            _batch(sqs, queue_url, received, arn, region, visibility_seconds, due, window)
-        for table, at in list(due.items()):
+            self._batch(received)
+        for table, at in list(self.due.items()):
             if time.monotonic() >= at:
-                del due[table]
-                report = lh.reduce_table(table, invoker)
-                if on_reduced:
-                    on_reduced(report)
+                del self.due[table]
+                report = lh.reduce_table(table, self.invoker)
+                if self.on_reduced:
+                    self.on_reduced(report)
 
-
-def _batch(sqs, queue_url: str, received: list[dict], arn: str, region: str,
-           visibility_seconds: int, due: dict[str, float], window: float) -> None:
-    response = lh.partition_stats_handler(lambda_event(received, arn, region),
-                                          lh.LocalContext(seconds=visibility_seconds))
-    failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
-    done = [m for m in received if m["MessageId"] not in failed]
-    if done:          # failed ones reappear once their visibility times out, as with Lambda
-        sqs.delete_message_batch(QueueUrl=queue_url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
-    for table in lh.LOCAL_REDUCTIONS:       # windows this batch opened
-        due.setdefault(table, time.monotonic() + window)
-    lh.LOCAL_REDUCTIONS.clear()
+    def _batch(self, received: list[dict]) -> None:
+        event = lambda_event(received, self.arn, self.sqs.meta.region_name)
+        response = lh.partition_stats_handler(event, lh.LocalContext(seconds=self.visibility))
+        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        done = [m for m in received if m["MessageId"] not in failed]
+        if done:        # failed ones reappear once their visibility times out, as with Lambda
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
+        for table in lh.LOCAL_REDUCTIONS:       # windows this batch opened
+            self.due.setdefault(table, time.monotonic() + self.window)
+        lh.LOCAL_REDUCTIONS.clear()

@@ -305,14 +305,20 @@ RANGE_RULES: dict[type, Callable[[E.Expression, Partition], Range]] = {
 
 
 def value_range(node: E.Expression, p: Partition) -> Range:
-    rule = RANGE_RULES.get(type(node))
+    return _apply(RANGE_RULES, node, p, UNKNOWN)
+
+
+def _apply(rules: dict, node: E.Expression, p: Partition, unknown):
+    """The node's rule, or `unknown` when it has none or it fails on these values: an
+    expression lakestats cannot reason about never prunes and never raises."""
+    rule = rules.get(type(node))
     if rule is None:
-        return UNKNOWN
+        return unknown
     try:
         return rule(node, p)
     except (TypeError, ValueError, AttributeError, KeyError, OverflowError, ZeroDivisionError,
             decimal.InvalidOperation):
-        return UNKNOWN
+        return unknown
 
 
 # -- comparison rules: operator -> (may be true, may be false) for ranges a (left), b (right)
@@ -504,14 +510,7 @@ BOOLEAN_RULES: dict[type, Callable[[E.Expression, Partition], Flags]] = {
 
 
 def evaluate(node: E.Expression, p: Partition) -> Flags:
-    rule = BOOLEAN_RULES.get(type(node))
-    if rule is None:
-        return MAYBE
-    try:
-        return rule(node, p)
-    except (TypeError, ValueError, AttributeError, KeyError, OverflowError,
-            decimal.InvalidOperation):
-        return MAYBE
+    return _apply(BOOLEAN_RULES, node, p, MAYBE)
 
 
 class PredicateError(ValueError):
