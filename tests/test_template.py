@@ -19,7 +19,8 @@ from samtranslator.yaml_helper import yaml_parse
 ROOT = Path(__file__).resolve().parent.parent
 SAM = ROOT / ".venv-sam" / "bin" / "sam"
 LAMBDA_LIMIT_BYTES = 250 * 1024 * 1024
-PARAMETERS = {"DataBucketName": f"lake-{uuid.uuid4().hex[:8]}",   # buckets are global "TablePrefixes": "tables/orders,tables/lineitem",
+PARAMETERS = {"DataBucketName": f"lake-{uuid.uuid4().hex[:8]}",      # bucket names are global
+              "TablePrefixes": "tables/orders,tables/lineitem",
               "RedisUrl": "redis://monostore.internal:6379",
               "SubnetIds": "subnet-1,subnet-2", "SecurityGroupIds": "sg-1"}
 
