@@ -261,7 +261,7 @@ def _top_k(candidates: list[_Part], node, order: tuple[str, bool], k: int,
         values = s["row_count"] - s["null_count"] - (s.get("nan_count") or 0) > 0
         nan = bool(s.get("nan_count"))
         if not descending and s["null_count"]:
-            return _scan_order(candidates, column, descending)   # NULLS FIRST: nulls lead
+            return candidates        # NULLS FIRST: nulls lead, no value boundary holds
         lo = _Key(s["low"], False, not descending) if values else _Key(None, True, not descending)
         hi = _Key(None, True, not descending) if nan else (
             _Key(s["high"], False, not descending) if values else None)
@@ -289,15 +289,9 @@ def _top_k(candidates: list[_Part], node, order: tuple[str, bool], k: int,
             break
     kept = [p for p in candidates if boundary is None or (
         spans[p.path][0] is not None and not spans[p.path][0] < boundary)]
-    return _scan_order(kept, column, descending, spans)
-
-
-def _scan_order(parts: list[_Part], column: str, descending: bool,
-                spans: dict | None = None) -> list[_Part]:
-    if spans is None:
-        return parts
-    return sorted(parts, key=lambda p: (spans[p.path][0] is None,
-                                        _Desc(spans[p.path][0]) if spans[p.path][0] else 0))
+    # scan order: the partition the sort reaches first comes first, all-null ones last
+    return sorted(kept, key=lambda p: (spans[p.path][0] is None,
+                                       _Desc(spans[p.path][0]) if spans[p.path][0] else 0))
 
 
 class _Desc:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from metastore.store import DataFile, Store
-from pruning import PruneResult, prune as prune_files
+from pruning import PruneResult, parse_order, prune as prune_files
 
 
 def _stats_root(table_uri: str, stats_root: str | None) -> str:
@@ -46,7 +46,6 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
 
 def _order(order_by: str):
     from pyspark.sql import functions as F
-    from pruning import parse_order
     column, descending = parse_order(order_by)
     return [F.col(column).desc() if descending else F.col(column).asc()]
 
