@@ -415,18 +415,33 @@ def _between(node: E.Between, p: Partition) -> Flags:
                  compare(E.LTE, value_range(node.this, p), value_range(node.args["high"], p))])
 
 
+ENVELOPE_MIN = 64      # longer IN lists are tested by their envelope, then by membership
+
+
 def _in(node: E.In, p: Partition) -> Flags:
     if node.args.get("query") or not node.expressions:
         return MAYBE
     a = value_range(node.this, p)
-    items = [value_range(x, p) for x in node.expressions]
+    items = node.meta.get("lakestats.items")          # literals: the same in every partition
+    if items is None:
+        items = node.meta["lakestats.items"] = [value_range(x, p) for x in node.expressions]
     if not all(i.known and i.column is None for i in items):
         return MAYBE
-    flags = [compare(E.EQ, a, i) for i in items]
-    # any equality may hold; false only if every one may be false; a NULL item makes misses null
-    out = Flags(any(f.true for f in flags), all(f.false for f in flags) and not any(
-        not i.values for i in items), any(f.null for f in flags))
-    values = [i.low for i in items if i.values]
+    with_values = [i for i in items if i.values]
+    if len(items) > ENVELOPE_MIN and with_values:
+        try:
+            envelope = Range(min(i.low for i in with_values), max(i.high for i in with_values),
+                             values=True, nulls=False)
+        except TypeError:
+            return MAYBE
+        overlap = compare(E.EQ, a, envelope)
+        out = Flags(overlap.true, True, overlap.null or len(with_values) < len(items))
+    else:
+        flags = [compare(E.EQ, a, i) for i in items]
+        # any equality may hold; false only if each may be false; a NULL item makes misses null
+        out = Flags(any(f.true for f in flags), all(f.false for f in flags) and not any(
+            not i.values for i in items), any(f.null for f in flags))
+    values = [i.low for i in with_values]
     return _membership(out, a, values, p) if values else out
 
 

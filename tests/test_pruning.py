@@ -207,3 +207,12 @@ def test_cli_prune_json(tmp_path, run, capsys):
     assert "cannot parse" in capsys.readouterr().err
     with pytest.raises(PredicateError):
         prune(f"{tmp_path}/_lakestats", order_by="x SIDEWAYS")
+
+
+def test_a_long_in_list_uses_its_envelope_and_membership(table):
+    pruned = table({"low": {"x": list(range(0, 100))}, "high": {"x": list(range(1000, 1100))},
+                    "gap": {"x": list(range(500, 600))}})
+    evens = ", ".join(str(v) for v in range(1000, 1200, 2))          # 100 values
+    assert kept(pruned(f"x IN ({evens})")) == ["high"]
+    spread = ", ".join(str(v) for v in [5, *range(601, 800)])      # the envelope covers gap
+    assert kept(pruned(f"x IN ({spread})")) == ["low"]              # its frequencies do not
