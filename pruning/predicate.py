@@ -422,9 +422,11 @@ def _in(node: E.In, p: Partition) -> Flags:
     if node.args.get("query") or not node.expressions:
         return MAYBE
     a = value_range(node.this, p)
-    items = node.meta.get("lakestats.items")          # literals: the same in every partition
+    items = node.meta.get("lakestats.items")
     if items is None:
-        items = node.meta["lakestats.items"] = [value_range(x, p) for x in node.expressions]
+        items = [value_range(x, p) for x in node.expressions]
+        if not any(x.find(E.Column) for x in node.expressions):
+            node.meta["lakestats.items"] = items     # constants: the same in every partition
     if not all(i.known and i.column is None for i in items):
         return MAYBE
     with_values = [i for i in items if i.values]
