@@ -70,5 +70,7 @@ def run(args) -> int:
     render.out.print(f"\nstatistics files: {default_stats_root(str(table))}\n"
                      f"try: lakestats show {table} --columns l_tax,l_comment\n"
                      f"     lakestats histogram {table} l_receiptdate\n"
-                     f"     lakestats show {table} --partition lineitem.1.parquet --json")
+                     f"     lakestats show {table} --partition lineitem.1.parquet --json\n"
+                     f"     lakestats frequencies {table} l_partkey --top 5\n"
+                     f"     lakestats prune {table} --where \"l_orderkey = 4257\" --json")
     return 0

@@ -129,4 +129,4 @@ def pruning(result) -> None:
     out.print(f"read {len(result.kept)} of {total} files, skip {len(result.skipped)} "
               f"({len(fully & set(result.kept))} kept files match every row)")
     for path in result.kept:
-        out.print(f"  {path}{'  [fully matching]' if path in fully else ''}", highlight=False)
+        out.print(f"  {path}{'  (fully matching)' if path in fully else ''}", highlight=False)
