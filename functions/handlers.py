@@ -45,6 +45,20 @@ HANDLERS = {"partition_stats": partition_stats, "rank_sample": ranks.rank_sample
             "freq_reduce": frequencies.freq_reduce}
 
 
+def sqs_batch(event: dict) -> dict:
+    """One SQS batch through the Lambda handler, in a worker process (`lakestats watch`):
+    the handler's response and the tables whose reduction it left to the caller."""
+    from functions import lambda_handlers as lh
+    response = lh.partition_stats_handler(event["sqs_event"],
+                                          lh.LocalContext(seconds=event["seconds"]))
+    reductions = sorted(lh.LOCAL_REDUCTIONS)
+    lh.LOCAL_REDUCTIONS.clear()
+    return {"response": response, "reductions": reductions}
+
+
+HANDLERS["sqs_batch"] = sqs_batch
+
+
 def handle(event: dict, context=None) -> dict:
     return HANDLERS[event["action"]](event)
 

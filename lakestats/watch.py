@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import FIRST_COMPLETED, Future
+from concurrent.futures import wait as wait_futures
 from typing import Callable
 
 import boto3
@@ -32,10 +34,13 @@ def watch(queue_url: str, *, wait_seconds: int = 5, visibility_seconds: int = 12
     os.environ.pop("LAKESTATS_REDUCE_QUEUE_URL", None)   # reductions run here, not queued
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")   # no CloudWatch here
     os.environ.setdefault("LAKESTATS_REDUCE_WINDOW_SECONDS", "2")
-    with make_invoker("local") as invoker:       # one worker pool for every reduction
+    # one worker pool, made after the environment is set (its processes inherit it): batches
+    # run in it side by side, as concurrent Lambda invocations would, and so do reductions
+    with make_invoker("local") as invoker:
         watcher = _Watcher(queue_url, visibility_seconds, invoker, on_reduced)
         while not stop():
             watcher.step(wait_seconds)
+        watcher.drain()
 
 
 class _Watcher:
@@ -47,31 +52,50 @@ class _Watcher:
             "QueueArn"])["Attributes"]["QueueArn"]
         self.window = float(os.environ["LAKESTATS_REDUCE_WINDOW_SECONDS"])
         self.due: dict[str, float] = {}          # table -> when its reduction runs
+        self.batches: dict[Future, list[dict]] = {}
 
     def step(self, wait_seconds: int) -> None:
-        """One long poll (shorter when a reduction is due), its batch, due reductions."""
-        now = time.monotonic()
-        wait = min([wait_seconds] + [max(0.0, t - now) for t in self.due.values()])
-        received = self.sqs.receive_message(
-            QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(wait),
-            VisibilityTimeout=self.visibility, AttributeNames=["All"]).get("Messages", [])
-        if received:
-            self._batch(received)
+        """Collect finished batches, start a new one if a worker is free (long-polling only
+        when nothing runs), run due reductions."""
+        for future in [f for f in self.batches if f.done()]:
+            self._finished(future, self.batches.pop(future))
+        if len(self.batches) < self.invoker.workers:
+            now = time.monotonic()
+            wait = 0 if self.batches else min(
+                [wait_seconds] + [max(0.0, t - now) for t in self.due.values()])
+            received = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(wait),
+                VisibilityTimeout=self.visibility, AttributeNames=["All"]).get("Messages", [])
+            if received:
+                event = lambda_event(received, self.arn, self.sqs.meta.region_name)
+                self.batches[self.invoker.submit({"action": "sqs_batch", "sqs_event": event,
+                                                  "seconds": self.visibility})] = received
+            elif self.batches:
+                wait_futures(self.batches, timeout=0.2, return_when=FIRST_COMPLETED)
+        else:
+            wait_futures(self.batches, timeout=1, return_when=FIRST_COMPLETED)
         for table, at in list(self.due.items()):
-            if time.monotonic() >= at:
+            # a reduction waits for the batches in flight, but never more than a window
+            if time.monotonic() >= at + (self.window if self.batches else 0):
                 del self.due[table]
                 report = lh.reduce_table(table, self.invoker)
                 if self.on_reduced:
                     self.on_reduced(report)
 
-    def _batch(self, received: list[dict]) -> None:
-        event = lambda_event(received, self.arn, self.sqs.meta.region_name)
-        response = lh.partition_stats_handler(event, lh.LocalContext(seconds=self.visibility))
-        failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+    def drain(self) -> None:
+        for future, received in self.batches.items():
+            future.exception()          # wait; messages of a failed batch come back anyway
+            self._finished(future, received)
+
+    def _finished(self, future: Future, received: list[dict]) -> None:
+        try:
+            result = future.result()
+        except Exception:  # noqa: BLE001 - the whole batch failed: its messages come back
+            return
+        failed = {f["itemIdentifier"] for f in result["response"].get("batchItemFailures", [])}
         done = [m for m in received if m["MessageId"] not in failed]
         if done:        # failed ones reappear once their visibility times out, as with Lambda
             self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
-        for table in lh.LOCAL_REDUCTIONS:       # windows this batch opened
+        for table in result["reductions"]:       # windows this batch opened
             self.due.setdefault(table, time.monotonic() + self.window)
-        lh.LOCAL_REDUCTIONS.clear()
