@@ -48,7 +48,7 @@ def _read(event: dict, columns: list[dict]) -> dict[int, pa.Table]:
     out = {}
     for c in columns:
         counts = table.filter(pc.equal(table["column"], c["name"])).select(["value", "frequency"])
-        if c.get("retype"):
+        if c.get("retype") and counts.num_rows:   # an empty file may type a column null
             source, target = (files.decode_schema(s).field(0).type for s in c["retype"])
             typed = ty.from_text(counts["value"], source).cast(target)
             counts = counts.set_column(0, "value", ty.to_text(typed))
