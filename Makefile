@@ -24,6 +24,7 @@ $(SAM):
 	.venv-sam/bin/pip install --quiet aws-sam-cli
 
 test: $(VENV)/.installed-test $(SAM)
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q tests
 
 bench: $(VENV)/.installed-bench

@@ -56,15 +56,16 @@ def timed(fn) -> tuple[float, object]:
 
 
 def run_lakestats(table: Path, workers: int) -> tuple[float, float]:
+    from core.settings import Settings
+    from fleet.invokers import make_invoker
     from infra.redis_server import redis_url
-    from monostore.coordinator import compute
-    from monostore.invokers import make_invoker
+    from monostore.compute import compute
 
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
     with redis_url() as url, make_invoker("local", workers) as invoker:
-        full, report = timed(lambda: compute(str(table), invoker, url))
+        full, report = timed(lambda: compute(str(table), invoker, Settings(redis_url=url)))
         assert report.computed and not report.failed, report.as_json()
-        again, report = timed(lambda: compute(str(table), invoker, url))
+        again, report = timed(lambda: compute(str(table), invoker, Settings(redis_url=url)))
         assert report.computed == 0
     return full, again
 

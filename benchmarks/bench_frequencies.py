@@ -43,12 +43,12 @@ def peak_rss_mb() -> float:
 def compare_bloom_filters(table: Path, n: int) -> None:
     """The low-duplicate step's Bloom filter over n values of l_comment, fed as the step feeds
     it, each partition's distinct values in turn: pybloom-live (one Python call per value)
-    vs metastore.bloom (NumPy over vectorized hashes)."""
+    vs core.bloom (NumPy over vectorized hashes)."""
     import pyarrow.compute as pc
     import pyarrow.dataset as pads
     from pybloom_live import BloomFilter as PyBloom
 
-    from metastore.bloom import BloomFilter
+    from core.bloom import BloomFilter
     values = pads.dataset(str(table)).head(n, columns=["l_comment"])["l_comment"]
     batches = [pc.unique(values.slice(i, 75_000)) for i in range(0, n, 75_000)]
     total = sum(len(b) for b in batches)
@@ -64,7 +64,7 @@ def compare_bloom_filters(table: Path, n: int) -> None:
     theirs_seen = sum(theirs.add(v) for batch in texts for v in batch)   # True: seen before
     pybloom_seconds = time.perf_counter() - start
     print(f"Bloom filter, {total:,} values of l_comment: pybloom-live {pybloom_seconds:.2f} s, "
-          f"metastore.bloom {numpy_seconds:.2f} s ({pybloom_seconds / numpy_seconds:.0f}x); "
+          f"core.bloom {numpy_seconds:.2f} s ({pybloom_seconds / numpy_seconds:.0f}x); "
           f"probable repeats found: {theirs_seen:,} vs {ours_seen:,}\n")
 
 
@@ -99,16 +99,17 @@ def run_spark(table: Path, workers: int, out: Path) -> dict[str, float]:
 
 def run_one(stats_root: str, column: str, algorithm: str, workers: int, out: str) -> None:
     """One reduction in this (fresh) process, so that its peak RSS is its own; prints JSON."""
+    from algorithms.frequencies.driver import recompute
+    from core.settings import FrequencySettings, Settings
+    from fleet.invokers import make_invoker
     from infra.redis_server import redis_url
     from metastore.store import Store
-    from monostore.frequencies import FrequencyOptions, recompute
-    from monostore.invokers import make_invoker
     with redis_url() as url, make_invoker("local", workers) as invoker:
-        recompute(stats_root, invoker, url, Store(out), FrequencyOptions(), ["l_shipmode"])  # warm
+        recompute(stats_root, invoker, Settings(redis_url=url), Store(out), ["l_shipmode"])  # warm
         peak_rss_reset()
         start = time.perf_counter()
-        result = recompute(stats_root, invoker, url, Store(out), FrequencyOptions(algorithm),
-                           [column])[column]
+        settings = Settings(redis_url=url, frequencies=FrequencySettings(algorithm))
+        result = recompute(stats_root, invoker, settings, Store(out), [column])[column]
         seconds = time.perf_counter() - start
     print(json.dumps({"algorithm": result.algorithm, "seconds": seconds, "bytes": result.bytes,
                       "rss": peak_rss_mb(), "distinct": result.distinct_count}))
@@ -121,16 +122,17 @@ def main() -> None:
     args = parse_args(__doc__)
     table = generate(args.data_dir, args.scale, args.parts)
 
+    from core.settings import Settings
+    from fleet.invokers import make_invoker
     from infra.redis_server import redis_url
-    from monostore.coordinator import compute
-    from monostore.invokers import make_invoker
+    from monostore.compute import compute
 
     scratch = Path(tempfile.mkdtemp(prefix="lakestats-bench-"))
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
     rows = []
     with redis_url() as url, make_invoker("local", args.workers) as invoker:
         start = time.perf_counter()
-        report = compute(str(table), invoker, url)
+        report = compute(str(table), invoker, Settings(redis_url=url))
         full = time.perf_counter() - start
         print(f"TPC-H lineitem SF{args.scale:g}: {report.row_count:,} rows, {args.parts} files, "
               f"{args.workers} workers/threads")

@@ -45,20 +45,21 @@ def main() -> None:
     p.add_argument("--window", type=float, default=2.0)
     args = p.parse_args()
 
+    from core.settings import Settings
+    from fleet.invokers import make_invoker
+    from infra import local_stack
     from infra.redis_server import redis_url
-    from lakestats import local_stack
     from lakestats.watch import watch
     from metastore.reader import TableStatistics
-    from monostore.coordinator import compute
-    from monostore.invokers import make_invoker
+    from metastore.store import s3_client
+    from monostore.compute import compute
 
     state = Path(tempfile.mkdtemp(prefix="lakestats-latency-"))
     stack = local_stack.up(state)         # moto's server and Redis in processes of their own
     endpoint = stack["AWS_ENDPOINT_URL"]
     os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing",
-                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
-                      LAKESTATS_TABLES="s3://lake/events", LAKESTATS_REDUCE_WINDOW_SECONDS=str(
-                          args.window))
+                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    s3_client.cache_clear()
     queue = local_stack.wire_bucket(endpoint, "lake", "events")
     s3 = boto3.client("s3")
     payloads = [data_file(i, args.rows) for i in range(args.burst + 2)]
@@ -79,10 +80,11 @@ def main() -> None:
         return time.perf_counter() - start
 
     with redis_url(stack["REDIS_URL"]) as url:
-        os.environ["REDIS_URL"] = url
+        settings = Settings(redis_url=url, tables=("s3://lake/events",),
+                            reduce_window=args.window)
         stop = threading.Event()
         versions = []
-        watcher = threading.Thread(target=watch, args=(queue,), kwargs=dict(
+        watcher = threading.Thread(target=watch, args=(queue, settings), kwargs=dict(
             wait_seconds=1, stop=stop.is_set, on_reduced=versions.append), daemon=True)
         watcher.start()
         land_and_wait([0])                                # warm the worker pool
@@ -94,7 +96,7 @@ def main() -> None:
         watcher.join(timeout=30)
         with make_invoker("local") as invoker:
             start = time.perf_counter()
-            compute("s3://lake/events", invoker, url, stats_root="s3://lake/by-hand")
+            compute("s3://lake/events", invoker, settings, stats_root="s3://lake/by-hand")
             by_hand = time.perf_counter() - start
     local_stack.down(state)
     print(f"window {args.window:g} s, {args.rows:,} rows per file, local stack (moto + Redis)")

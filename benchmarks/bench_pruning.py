@@ -115,16 +115,17 @@ def main() -> None:
 
     import duckdb
 
+    from core.settings import Settings
+    from fleet.invokers import make_invoker
     from infra.redis_server import redis_url
     from metastore.store import Store
-    from monostore.coordinator import compute
-    from monostore.invokers import make_invoker
+    from monostore.compute import compute
     from pruning import prune
 
     sizes = {}
     with redis_url() as url, make_invoker("local", args.workers) as invoker:
         for name, path in tables.items():
-            compute(str(path), invoker, url)
+            compute(str(path), invoker, Settings(redis_url=url))
             sizes[name] = {f.rel_path: f.size for f in Store(str(path)).list_files()}
     con = duckdb.connect()
     con.execute(f"SET threads = {args.workers}")

@@ -28,19 +28,21 @@ def main() -> None:
 
     import duckdb
 
+    from algorithms.ranks.driver import compute_ranks
+    from core.settings import Settings
+    from fleet.invokers import make_invoker
     from infra.redis_server import redis_url
     from metastore.reader import TableStatistics
-    from monostore.coordinator import compute
-    from monostore.invokers import make_invoker
-    from monostore.ranks import compute_ranks
+    from monostore.compute import compute
 
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
     results = {}
     with redis_url() as url, make_invoker("local", args.workers) as invoker:
-        compute(str(table), invoker, url)
+        compute(str(table), invoker, Settings(redis_url=url))
         for column in COLUMNS:
             start = time.perf_counter()
-            report = compute_ranks(str(table / "_lakestats"), invoker, url, [column])
+            report = compute_ranks(str(table / "_lakestats"), invoker, Settings(redis_url=url),
+                                   [column])
             values = TableStatistics(str(table / "_lakestats")).exact_quantiles(column, QS)
             results[column] = {"lakestats": time.perf_counter() - start,
                                "steps": report.columns[column], "values": values}

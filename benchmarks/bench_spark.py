@@ -53,9 +53,10 @@ def main() -> None:
     from pyspark.sql import SparkSession
 
     import spark_bridge
+    from core.settings import Settings
+    from fleet.invokers import make_invoker
     from infra.redis_server import redis_url
-    from monostore.coordinator import compute
-    from monostore.invokers import make_invoker
+    from monostore.compute import compute
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(f"local[{args.workers}]")
@@ -69,7 +70,7 @@ def main() -> None:
         shutil.rmtree(table / "_lakestats", ignore_errors=True)
         shutil.rmtree(table / "_lakestats_spark", ignore_errors=True)
         with redis_url() as url, make_invoker("local", args.workers) as invoker:
-            local += timed(lambda: compute(str(table), invoker, url))[0]
+            local += timed(lambda: compute(str(table), invoker, Settings(redis_url=url)))[0]
         spark_on += timed(lambda: spark_bridge.compute(
             spark, str(table), stats_root=str(table / "_lakestats_spark")))[0]
 

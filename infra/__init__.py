@@ -1,1 +1,2 @@
-"""The local stack (embedded Redis, S3 endpoints) and deployment helpers around template.yaml."""
+"""The local stack: an embedded Redis, and moto's S3+SQS server with a Redis in the
+background (`lakestats local up`)."""

@@ -62,8 +62,7 @@ class EmbeddedRedis:
 
 @contextlib.contextmanager
 def redis_url(url: str | None = None):
-    """REDIS_URL (or the given URL) if set; else an embedded server for the duration."""
-    url = url or os.environ.get("REDIS_URL")
+    """The given Redis URL; without one, an embedded server's for the duration."""
     if url:
         yield url
         return

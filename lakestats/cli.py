@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import sys
 
+from core import settings as defaults
+from core.settings import Settings
 from lakestats import render
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
@@ -15,9 +19,40 @@ class CliError(Exception):
     """Printed as one line on stderr; the command exits non-zero."""
 
 
+# flag -> (settings group, setting); a flag left out keeps the environment's value or default
+FLAG_SETTINGS = {
+    "bins": ("partition", "max_bins"), "bloom_min_distinct": ("partition", "bloom_min_distinct"),
+    "frequency_algorithm": ("frequencies", "algorithm"),
+    "low_distinct_max": ("frequencies", "low_distinct_max"),
+    "low_duplicate_max": ("frequencies", "low_duplicate_max"),
+    "all_values": ("frequencies", "all_values"),
+    "redis_url": (None, "redis_url"), "allow_partial": (None, "allow_partial"),
+    "max_attempts": (None, "max_attempts"), "timeout": (None, "timeout"),
+    "workers": (None, "workers"), "function_name": (None, "steps_function"),
+    "window": (None, "reduce_window"),
+}
+
+
+def _settings(args) -> Settings:
+    """The environment's settings, with the command's flags over them."""
+    given: dict = {"partition": {}, "frequencies": {}, None: {}}
+    for flag, (group, name) in FLAG_SETTINGS.items():
+        value = getattr(args, flag, None)
+        if value is not None and value is not False:
+            given[group][name] = value
+    if getattr(args, "tables", None):
+        given[None]["tables"] = tuple(t.strip().rstrip("/") for t in args.tables.split(",")
+                                      if t.strip())
+    settings = Settings.from_env(os.environ)
+    return dataclasses.replace(
+        settings, partition=dataclasses.replace(settings.partition, **given["partition"]),
+        frequencies=dataclasses.replace(settings.frequencies, **given["frequencies"]),
+        **given[None])
+
+
 def _stats_root(args) -> str:
-    from monostore.coordinator import default_stats_root
-    return args.stats_root or default_stats_root(args.table)
+    from metastore.layout import Layout
+    return Layout.of_table(args.table, args.stats_root).uri
 
 
 def _open(args):
@@ -29,32 +64,40 @@ def _print_json(obj) -> None:
     print(json.dumps(obj, indent=2, default=str))
 
 
-def cmd_compute(args) -> int:
+@contextlib.contextmanager
+def _coordinator(args, name: str = "local"):
+    """Settings with a running Redis, and an invoker."""
     from infra.redis_server import redis_url
-    from monostore.coordinator import ComputeFailed, Options, compute
-    from monostore.frequencies import FrequencyOptions
-    from monostore.invokers import make_invoker
+    settings = _settings(args)
+    with redis_url(settings.redis_url) as url:
+        settings = dataclasses.replace(settings, redis_url=url)
+        if name == "spark":
+            from spark_bridge.invoker import SparkInvoker, local_session
+            invoker = SparkInvoker(local_session(settings.spark_master, settings.workers),
+                                   settings.workers)
+        else:
+            from fleet.invokers import make_invoker
+            invoker = make_invoker(name, settings.workers, settings.steps_function)
+        with invoker:
+            yield settings, invoker
 
-    options = Options(max_bins=args.bins, bloom_min_distinct=args.bloom_min_distinct,
-                      allow_partial=args.allow_partial, max_attempts=args.max_attempts,
-                      partition_timeout=args.timeout,
-                      frequencies=FrequencyOptions(args.frequency_algorithm,
-                                                   args.low_distinct_max, args.low_duplicate_max,
-                                                   args.all_values))
+
+def cmd_compute(args) -> int:
+    from monostore.compute import ComputeFailed, compute
+
     with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
-            redis_url(args.redis_url) as url, \
-            make_invoker(args.invoker, args.workers, function_name=args.function_name) as invoker:
+            _coordinator(args, args.invoker) as (settings, invoker):
         try:
-            report = compute(args.table, invoker, url, stats_root=args.stats_root,
-                             options=options, progress=progress)
+            report = compute(args.table, invoker, settings, stats_root=args.stats_root,
+                             progress=progress)
         except ComputeFailed as e:
             report, failure = e.report, str(e)
         else:
             failure = None
         ranks = None
         if args.ranks and report.version and not failure:
-            from monostore.ranks import compute_ranks
-            ranks = compute_ranks(_stats_root(args), invoker, url, args.ranks.split(","),
+            from algorithms.ranks.driver import compute_ranks
+            ranks = compute_ranks(_stats_root(args), invoker, settings, args.ranks.split(","),
                                   progress=progress)
     for reason in report.failed.values():
         print(f"lakestats: failed: {reason}", file=sys.stderr)
@@ -124,12 +167,10 @@ def _ensure_ranks(args, stats) -> None:
     """Exact answers need the version's ranks: compute them on the spot when missing."""
     if args.column in stats.ranked_columns():
         return
-    from infra.redis_server import redis_url
-    from monostore.invokers import make_invoker
-    from monostore.ranks import compute_ranks
+    from algorithms.ranks.driver import compute_ranks
     with render.progress_bar(f"exact ranks of {args.column} (distributed sort)") as progress, \
-            redis_url(args.redis_url) as url, make_invoker("local", args.workers) as invoker:
-        compute_ranks(_stats_root(args), invoker, url, [args.column], progress=progress)
+            _coordinator(args) as (settings, invoker):
+        compute_ranks(_stats_root(args), invoker, settings, [args.column], progress=progress)
 
 
 def cmd_quantiles(args) -> int:
@@ -138,7 +179,7 @@ def cmd_quantiles(args) -> int:
         _ensure_ranks(args, stats)
         out = {"exact": True, "quantiles": _open(args).exact_quantiles(args.column, args.q)}
     else:
-        out = stats.approximate_quantiles(args.column, args.q)
+        out = stats.quantiles(args.column, args.q)
     result = {"column": args.column, "exact": out["exact"],
               "quantiles": [{"q": q, "value": v} for q, v in zip(args.q, out["quantiles"])]}
     if "rank_error" in out:
@@ -164,27 +205,25 @@ def cmd_rank(args) -> int:
 def cmd_watch(args) -> int:
     from infra.redis_server import redis_url
     from lakestats.watch import watch
-    if args.tables:
-        os.environ["LAKESTATS_TABLES"] = args.tables
-    if not os.environ.get("LAKESTATS_TABLES"):
+    settings = _settings(args)
+    if not settings.tables:
         raise CliError("which tables? --tables s3://bucket/prefix[,...] (or LAKESTATS_TABLES)")
-    os.environ["LAKESTATS_REDUCE_WINDOW_SECONDS"] = str(args.window)
-    with redis_url(args.redis_url) as url:
-        os.environ["REDIS_URL"] = url
-        render.err.print(f"watching {args.queue} for {os.environ['LAKESTATS_TABLES']} "
-                         "(Ctrl-C stops)")
+    with redis_url(settings.redis_url) as url:
+        settings = dataclasses.replace(settings, redis_url=url)
+        render.err.print(f"watching {args.queue} for {','.join(settings.tables)} (Ctrl-C stops)")
         try:
-            watch(args.queue, visibility_seconds=args.visibility, on_reduced=lambda r: render.out.print(
-                f"{r['table']}: version {r['version']} "
-                f"{'published' if r['published'] else 'unchanged'}, {r['row_count']:,} rows, "
-                f"computed {r['computed']}, reused {r['reused']}, removed {r['removed']}"))
+            watch(args.queue, settings, visibility_seconds=args.visibility,
+                  on_reduced=lambda r: render.out.print(
+                      f"{r['table']}: version {r['version']} "
+                      f"{'published' if r['published'] else 'unchanged'}, {r['row_count']:,} rows, "
+                      f"computed {r['computed']}, reused {r['reused']}, removed {r['removed']}"))
         except KeyboardInterrupt:
             return 0
     return 0
 
 
 def cmd_local(args) -> int:
-    from lakestats import local_stack
+    from infra import local_stack
     if args.action == "up":
         print(local_stack.exports(local_stack.up(bucket=args.bucket)))
     else:
@@ -194,7 +233,7 @@ def cmd_local(args) -> int:
 
 def cmd_demo(args) -> int:
     from lakestats import demo
-    return demo.run(args)
+    return demo.run(args, _settings(args))
 
 
 class _Parser(argparse.ArgumentParser):
@@ -221,34 +260,40 @@ def parser() -> argparse.ArgumentParser:
 
     c = table_command("compute", "compute (incrementally) and publish the table's statistics",
                       cmd_compute)
-    c.add_argument("--bins", type=int, default=1000, help="histogram bins (default 1000)")
-    c.add_argument("--frequency-algorithm", default="auto",
-                   choices=["auto", "low-distinct", "low-duplicate", "binned"],
+    c.add_argument("--bins", type=int,
+                   help=f"histogram bins (default {defaults.DEFAULT_BINS}, or $LAKESTATS_BINS)")
+    c.add_argument("--frequency-algorithm", choices=["auto", *defaults.FREQUENCY_ALGORITHMS],
                    help="how exact table-level frequencies are reduced (default: auto, chosen "
                         "per column from the partitions' counts)")
-    c.add_argument("--low-distinct-max", type=int, default=1_000_000, metavar="N",
+    c.add_argument("--low-distinct-max", type=int, metavar="N",
                    help="auto: low-distinct when the partitions' distinct counts sum to at most "
-                        "N (default 1000000)")
-    c.add_argument("--low-duplicate-max", type=int, default=1_000_000, metavar="N",
-                   help="auto: low-duplicate when at most N values can repeat (default 1000000)")
+                        f"N (default {defaults.LOW_DISTINCT_MAX})")
+    c.add_argument("--low-duplicate-max", type=int, metavar="N",
+                   help="auto: low-duplicate when at most N values can repeat "
+                        f"(default {defaults.LOW_DUPLICATE_MAX})")
     c.add_argument("--all-values", action="store_true",
                    help="list values seen once too, also for near-unique columns")
-    c.add_argument("--bloom-min-distinct", type=int, default=1000, metavar="N",
+    c.add_argument("--bloom-min-distinct", type=int, metavar="N",
                    help="write a partition Bloom filter for columns with more than N distinct "
-                        "values in the partition (default 1000)")
+                        f"values in the partition (default {defaults.BLOOM_MIN_DISTINCT})")
     c.add_argument("--allow-partial", action="store_true",
                    help="publish over the good partitions when some files fail; "
                         "the missing ones are recorded")
     c.add_argument("--workers", type=int, help="concurrent workers (default: CPU count)")
     c.add_argument("--invoker", choices=["local", "lambda", "spark"], default="local",
-                   help="local process pool (default), AWS Lambda, or Spark tasks "
+                   help="local worker processes (default), AWS Lambda, or Spark tasks "
                         "(the active or a local SparkSession; SPARK_MASTER picks the master)")
-    c.add_argument("--function-name", default=os.environ.get("LAKESTATS_FUNCTION"),
-                   help="Lambda function for --invoker lambda")
+    c.add_argument("--function-name",
+                   help="the steps function for --invoker lambda (default: "
+                        "$LAKESTATS_STEPS_FUNCTION)")
     c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
-    c.add_argument("--max-attempts", type=int, default=3, help="attempts per partition")
-    c.add_argument("--timeout", type=float, default=900, metavar="SECONDS",
-                   help="a partition running longer is stopped and retried (default 900)")
+    c.add_argument("--max-attempts", type=int, metavar="N",
+                   help=f"attempts per call of a step (default {defaults.MAX_ATTEMPTS})")
+    c.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="a call of any step (a partition, a frequency or sort step) running "
+                        "longer is stopped and retried; on Lambda and Spark, which cannot stop "
+                        "one call, it is left running and retried "
+                        f"(default {defaults.TIMEOUT_SECONDS:g})")
     c.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     c.add_argument("--ranks", metavar="COL[,COL...]",
                    help="also compute exact ranks (ranks.parquet) of these columns")
@@ -340,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _is_ours(e: Exception) -> bool:
-    return type(e).__module__.split(".")[0] in ("metastore", "monostore", "functions", "infra")
+    return type(e).__module__.split(".")[0] in (
+        "core", "metastore", "fleet", "algorithms", "monostore", "functions", "infra", "pruning")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ update, and prints the table summary with histograms drawn in the terminal.
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -28,11 +29,12 @@ def _generate(out: Path, scale: float, parts: int) -> Path:
     return table
 
 
-def run(args) -> int:
+def run(args, settings) -> int:
+    from fleet.invokers import make_invoker
     from infra.redis_server import redis_url
+    from metastore.layout import Layout
     from metastore.reader import TableStatistics
-    from monostore.coordinator import compute, default_stats_root
-    from monostore.invokers import make_invoker
+    from monostore.compute import compute
 
     out = Path(args.dir).resolve()
     table = _generate(out, args.scale, args.parts)
@@ -42,23 +44,25 @@ def run(args) -> int:
     last = sorted(table.glob("*.parquet"), key=lambda p: int(p.stem.split(".")[-1]))[-1:]
     for path in last:
         path.rename(incoming / path.name)
-    shutil.rmtree(table / "_lakestats", ignore_errors=True)
+    stats_root = Layout.of_table(str(table)).uri
+    shutil.rmtree(stats_root, ignore_errors=True)
 
-    with redis_url() as url, make_invoker("local") as invoker:
+    with redis_url(settings.redis_url) as url, make_invoker("local") as invoker:
+        settings = dataclasses.replace(settings, redis_url=url)
         render.out.print(f"\n[bold]1. compute[/] {table}  (embedded Redis, "
                          f"{invoker.workers} local workers)")
         with render.progress_bar("partitions") as progress:
-            report = compute(str(table), invoker, url, progress=progress)
+            report = compute(str(table), invoker, settings, progress=progress)
         render.compute_report(report)
 
         render.out.print("\n[bold]2. a new file lands[/]: only that partition is computed")
         for path in incoming.glob("*.parquet"):
             path.rename(table / path.name)
         with render.progress_bar("partitions") as progress:
-            report = compute(str(table), invoker, url, progress=progress)
+            report = compute(str(table), invoker, settings, progress=progress)
         render.compute_report(report)
 
-    stats = TableStatistics(default_stats_root(str(table)))
+    stats = TableStatistics(stats_root)
     render.out.print("\n[bold]3. table statistics[/]")
     render.summary(stats.summary())
     for column in ("l_shipdate", "l_extendedprice", "l_partkey"):
@@ -67,7 +71,7 @@ def run(args) -> int:
     render.out.print("\n[bold]l_shipmode[/] frequencies (exact):")
     for row in stats.frequencies("l_shipmode").to_pylist():
         render.out.print(f"  {row['value']:<8} {row['frequency']:>10,}")
-    render.out.print(f"\nstatistics files: {default_stats_root(str(table))}\n"
+    render.out.print(f"\nstatistics files: {stats_root}\n"
                      f"try: lakestats show {table} --columns l_tax,l_comment\n"
                      f"     lakestats histogram {table} l_receiptdate\n"
                      f"     lakestats show {table} --partition lineitem.1.parquet --json\n"

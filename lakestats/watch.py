@@ -6,7 +6,6 @@ back. Table reductions are coalesced as on AWS, then run here when their window 
 """
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import FIRST_COMPLETED, Future
 from concurrent.futures import wait as wait_futures
@@ -14,8 +13,10 @@ from typing import Callable
 
 import boto3
 
-from functions import lambda_handlers as lh
-from monostore.invokers import make_invoker
+from core.settings import Settings
+from fleet.invokers import make_invoker
+from fleet.protocol import SQS_BATCH, BatchResult, BatchTask, StepEvent, from_json
+from monostore.compute import reduce_table
 
 
 def lambda_event(messages: list[dict], queue_arn: str, region: str) -> dict:
@@ -27,30 +28,29 @@ def lambda_event(messages: list[dict], queue_arn: str, region: str) -> dict:
         "eventSourceARN": queue_arn, "awsRegion": region} for m in messages]}
 
 
-def watch(queue_url: str, *, wait_seconds: int = 5, visibility_seconds: int = 120,
-          stop: Callable[[], bool] = lambda: False,
+def watch(queue_url: str, settings: Settings, *, wait_seconds: int = 5,
+          visibility_seconds: int = 120, stop: Callable[[], bool] = lambda: False,
           on_reduced: Callable[[dict], None] | None = None) -> None:
-    """Run until `stop()` says so (Ctrl-C from the command line)."""
-    os.environ.pop("LAKESTATS_REDUCE_QUEUE_URL", None)   # reductions run here, not queued
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")   # no CloudWatch here
-    os.environ.setdefault("LAKESTATS_REDUCE_WINDOW_SECONDS", "2")
-    # one worker pool, made after the environment is set (its processes inherit it): batches
-    # run in it side by side, as concurrent Lambda invocations would, and so do reductions
-    with make_invoker("local") as invoker:
-        watcher = _Watcher(queue_url, visibility_seconds, invoker, on_reduced)
+    """Run until `stop()` says so (Ctrl-C from the command line). Needs settings.redis_url
+    and settings.tables."""
+    # one pool of workers: batches run in it side by side, as concurrent Lambda invocations
+    # would, and so do the reductions' steps
+    with make_invoker("local", settings.workers) as invoker:
+        watcher = _Watcher(queue_url, settings, visibility_seconds, invoker, on_reduced)
         while not stop():
             watcher.step(wait_seconds)
         watcher.drain()
 
 
 class _Watcher:
-    def __init__(self, queue_url: str, visibility_seconds: int, invoker, on_reduced):
+    def __init__(self, queue_url: str, settings: Settings, visibility_seconds: int, invoker,
+                 on_reduced):
         self.sqs = boto3.client("sqs")
         self.queue_url, self.visibility, self.invoker = queue_url, visibility_seconds, invoker
-        self.on_reduced = on_reduced
+        self.settings, self.on_reduced = settings, on_reduced
         self.arn = self.sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=[
             "QueueArn"])["Attributes"]["QueueArn"]
-        self.window = float(os.environ["LAKESTATS_REDUCE_WINDOW_SECONDS"])
+        self.window = settings.reduce_window
         self.due: dict[str, float] = {}          # table -> when its reduction runs
         self.batches: dict[Future, list[dict]] = {}
 
@@ -67,9 +67,10 @@ class _Watcher:
                 QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(wait),
                 VisibilityTimeout=self.visibility, AttributeNames=["All"]).get("Messages", [])
             if received:
-                event = lambda_event(received, self.arn, self.sqs.meta.region_name)
-                self.batches[self.invoker.submit({"action": "sqs_batch", "sqs_event": event,
-                                                  "seconds": self.visibility})] = received
+                task = BatchTask(lambda_event(received, self.arn, self.sqs.meta.region_name),
+                                 self.visibility, self.settings.to_json())
+                event = StepEvent(SQS_BATCH, "batch", task, redis_url=self.settings.redis_url)
+                self.batches[self.invoker.submit(event.to_json())] = received
             elif self.batches:
                 wait_futures(self.batches, timeout=0.2, return_when=FIRST_COMPLETED)
         else:
@@ -78,7 +79,7 @@ class _Watcher:
             # a reduction waits for the batches in flight, but never more than a window
             if time.monotonic() >= at + (self.window if self.batches else 0):
                 del self.due[table]
-                report = lh.reduce_table(table, self.invoker)
+                report = reduce_table(table, self.invoker, self.settings).as_json()
                 if self.on_reduced:
                     self.on_reduced(report)
 
@@ -89,13 +90,13 @@ class _Watcher:
 
     def _finished(self, future: Future, received: list[dict]) -> None:
         try:
-            result = future.result()
+            result = from_json(BatchResult, future.result())
         except Exception:  # noqa: BLE001 - the whole batch failed: its messages come back
             return
-        failed = {f["itemIdentifier"] for f in result["response"].get("batchItemFailures", [])}
+        failed = {f["itemIdentifier"] for f in result.response.get("batchItemFailures", [])}
         done = [m for m in received if m["MessageId"] not in failed]
         if done:        # failed ones reappear once their visibility times out, as with Lambda
             self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)])
-        for table in result["reductions"]:       # windows this batch opened
+        for table in result.reductions:          # windows this batch opened
             self.due.setdefault(table, time.monotonic() + self.window)

@@ -1,18 +1,8 @@
-"""The three statistics files as Arrow tables, their layout under a statistics root, and the
-conversions between them and the kernel's in-memory results.
-
-Layout under the statistics root (default <table>/_lakestats):
-
-    partitions/<rel_path>/<fingerprint>/{statistics,frequencies,histograms}.parquet
-    versions/<version>/{statistics,frequencies,histograms}.parquet, manifest.json
-    LATEST                       {"version": ...}: the published version, replaced atomically
-
-statistics.parquet is written last, so its presence marks a complete partition directory.
-"""
+"""The three statistics files as Arrow tables: built from the kernel's results, written to and
+read from a statistics directory (metastore.layout says which)."""
 from __future__ import annotations
 
 import base64
-import json
 import math
 from typing import TYPE_CHECKING
 
@@ -21,25 +11,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from metastore import histogram as hist
-from metastore import schema
-from metastore import types as ty
+from core import histogram as hist
+from core import schema
+from core import types as ty
+from core.binning import edge_type, edges_array
+from metastore.layout import FREQUENCIES
 
 if TYPE_CHECKING:
     from metastore.store import Store
 
-STATISTICS, FREQUENCIES, HISTOGRAMS = "statistics.parquet", "frequencies.parquet", "histograms.parquet"
-MANIFEST, LATEST, RANKS = "manifest.json", "LATEST", "ranks.parquet"
 DATA_SCHEMA_KEY = b"lakestats.data_schema"
 ROW_COUNT_KEY = b"lakestats.row_count"
-
-
-def partition_dir(rel_path: str, fingerprint: str) -> tuple[str, ...]:
-    return ("partitions", rel_path, fingerprint)
-
-
-def version_dir(version: str) -> tuple[str, ...]:
-    return ("versions", version)
 
 
 # -- data schema, kept in statistics.parquet's metadata so tables can reconcile drifted files
@@ -88,9 +70,6 @@ def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-FREQUENCY_ROW_GROUP = 65_536
-
-
 def write_frequencies(out: Store, table: pa.Table) -> None:
     """A row group never holds two columns' values: reading one column's frequencies reads
     its row groups only (picked from the row-group statistics of `column`)."""
@@ -100,7 +79,7 @@ def write_frequencies(out: Store, table: pa.Table) -> None:
             sink, schema.FREQUENCIES_SCHEMA, compression="zstd") as writer:
         start = 0
         for end in ends:
-            writer.write_table(table.slice(start, end - start), row_group_size=FREQUENCY_ROW_GROUP)
+            writer.write_table(table.slice(start, end - start), row_group_size=schema.FREQUENCIES_ROW_GROUP)
             start = end
 
 
@@ -120,11 +99,6 @@ def read_frequencies(store: Store, columns: list[str]) -> pa.Table:
 
 # -- histograms.parquet
 
-def edge_type(arrow_type: pa.DataType) -> pa.DataType:
-    kind = ty.kind_of(arrow_type)
-    return ty.value_type(arrow_type) if kind in (ty.INTEGER, ty.TEMPORAL) else pa.float64()
-
-
 def histogram_column(h: hist.Histogram, arrow_type: pa.DataType) -> tuple[pa.Field, pa.Array]:
     etype = edge_type(arrow_type)
     lowers, uppers = hist.edges(h)
@@ -134,23 +108,13 @@ def histogram_column(h: hist.Histogram, arrow_type: pa.DataType) -> tuple[pa.Fie
     if h.pos_inf:
         lowers, uppers, counts = lowers + [math.inf], uppers + [math.inf], counts + [h.pos_inf]
     cell = pa.StructArray.from_arrays(
-        [_edges_array(lowers, etype), _edges_array(uppers, etype), pa.array(counts, pa.int64())],
+        [edges_array(lowers, etype), edges_array(uppers, etype), pa.array(counts, pa.int64())],
         names=["lower", "upper", "count"])
     low_key, high_key = schema.HISTOGRAM_RANGE_KEYS
     field = pa.field("", schema.histogram_cell_type(etype), metadata={
         schema.HISTOGRAM_EXPONENT_KEY: str(h.exponent), schema.HISTOGRAM_START_KEY: str(h.start),
         low_key: repr(h.low), high_key: repr(h.high)})
     return field, cell
-
-
-def _edges_array(values: list, etype: pa.DataType) -> pa.Array:
-    if pa.types.is_floating(etype):
-        return pa.array(values, pa.float64())
-    # integer edges lie within the values' range (histogram.edges clips the outer ones)
-    storage = etype if pa.types.is_integer(etype) else (
-        pa.int32() if etype.bit_width == 32 else pa.int64())
-    array = pa.array(values, storage)
-    return array if storage == etype else array.view(etype)
 
 
 def histograms_table(columns: list[tuple[str, pa.DataType, hist.Histogram]]) -> pa.Table:
@@ -197,11 +161,7 @@ def histogram_bins(table: pa.Table, name: str) -> list[dict]:
             for lo, hi, c in zip(lowers, uppers, cells.field("count").to_pylist())]
 
 
-# -- manifest.json and LATEST
-
-def dumps(obj) -> bytes:
-    return json.dumps(obj, indent=1, sort_keys=True).encode()
-
+# -- as JSON
 
 def column_statistics(table: pa.Table) -> list[dict]:
     """statistics.parquet rows as JSON-ready dicts (sketches left out; non-finite floats as text)."""

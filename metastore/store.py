@@ -1,7 +1,8 @@
 """Object stores behind one small interface: local directories and S3 (AWS, moto, localstack).
 
-S3 endpoints come from the standard variables AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL, so the
-same code talks to AWS, moto's server or localstack.
+S3 is configured as the AWS SDK is (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, AWS_REGION,
+~/.aws/config): botocore resolves the endpoint and region, and Arrow's filesystem is pointed at
+the same place, so the same code talks to AWS, moto's server or localstack.
 """
 from __future__ import annotations
 
@@ -37,10 +38,6 @@ class DataFile:
         """Hive-style directory values: a/year=2024/m=1/f.parquet -> {year: 2024, m: 1}."""
         parts = self.rel_path.split("/")[:-1]
         return {k: unquote(v) for k, _, v in (p.partition("=") for p in parts if "=" in p)}
-
-
-def endpoint_url() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
 
 
 def is_hidden(rel_path: str) -> bool:
@@ -162,20 +159,17 @@ class Store:
 
 
 def s3_filesystem() -> pafs.S3FileSystem:
-    endpoint = endpoint_url()
-    kwargs = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-              or "us-east-1"}
-    if endpoint:
-        parsed = urlparse(endpoint)
-        kwargs.update(endpoint_override=parsed.netloc, scheme=parsed.scheme or "https")
+    meta = s3_client().meta
+    kwargs = {"region": meta.region_name or "us-east-1"}
+    endpoint = urlparse(meta.endpoint_url)
+    if not (endpoint.hostname or "").endswith(".amazonaws.com"):
+        kwargs.update(endpoint_override=endpoint.netloc, scheme=endpoint.scheme or "https")
     return pafs.S3FileSystem(**kwargs)
 
 
-def s3_client():
-    return _s3_client(endpoint_url())
-
-
 @functools.lru_cache(maxsize=None)
-def _s3_client(endpoint: str | None):
+def s3_client():
+    """One client per process (its endpoint is resolved once: cache_clear() after changing
+    the AWS configuration)."""
     import boto3
-    return boto3.client("s3", endpoint_url=endpoint)
+    return boto3.client("s3")

@@ -1,5 +1,5 @@
 """Which data files a query must read: filter, LIMIT and top-k pruning over the published
-statistics (seed 002; the notes' corrections applied).
+statistics.
 
 - filter: a partition is skipped iff the predicate cannot be true in it (pruning.predicate),
   fully matching iff it can be neither false nor null.
@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metastore import files
-from metastore import types as ty
-from metastore.bloom import BloomFilter
+from core import types as ty
+from core.binning import edge_type
+from core.bloom import BloomFilter
 from metastore.reader import StatisticsNotFound, TableStatistics
-from pruning.predicate import (Flags, Partition, PredicateError, columns_of, evaluate, parse)
+from pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
+from pruning.ranges import Flags
 
 ALWAYS = Flags(True, False, False)
 
@@ -43,11 +44,11 @@ class PruneResult:
 
 
 @dataclass
-class _Part:
+class _Candidate:
     path: str
     rows: int
     size: int
-    view: Partition
+    view: StatsView
     flags: Flags = ALWAYS
 
     @property
@@ -68,7 +69,7 @@ def parse_order(order_by: str | None) -> tuple[str, bool] | None:
 def prune(stats_root: str, where: str | None = None, limit: int | None = None,
           order_by: str | None = None) -> PruneResult:
     stats = TableStatistics(stats_root)
-    schema = files.decode_schema(stats.manifest["schema"])
+    schema = stats.schema()
     node = parse(where) if where else None
     order = parse_order(order_by)
     if limit is not None and limit < 0:
@@ -98,7 +99,7 @@ def prune(stats_root: str, where: str | None = None, limit: int | None = None,
 
 
 def _load(stats: TableStatistics, schema: pa.Schema, path: str, entry: dict,
-          wanted: set[str]) -> _Part:
+          wanted: set[str]) -> _Candidate:
     table = stats.statistics(partition=path) if wanted else None
     rows = {}
     for r in (table.to_pylist() if table is not None else []):
@@ -123,9 +124,9 @@ def _load(stats: TableStatistics, schema: pa.Schema, path: str, entry: dict,
         held = stats.frequencies(column, partition=path)["value"]
         return pc.is_in(texts, value_set=held.combine_chunks()).to_pylist()
 
-    view = Partition(rows, entry["row_count"], set(schema.names) | set(
+    view = StatsView(rows, entry["row_count"], set(schema.names) | set(
         entry.get("partition_values", {})), member)
-    return _Part(path, entry["row_count"], entry["size"], view)
+    return _Candidate(path, entry["row_count"], entry["size"], view)
 
 
 def _typed_bounds(row: dict, arrow_type: pa.DataType) -> tuple:
@@ -153,7 +154,7 @@ def _guess(text: str):
 # -- rows that certainly match
 
 
-def _certain_rows(p: _Part, node, stats: TableStatistics, schema: pa.Schema) -> int:
+def _certain_rows(p: _Candidate, node, stats: TableStatistics, schema: pa.Schema) -> int:
     """A lower bound of the rows matching in p: all of them when fully matching; else, for a
     predicate on one column, the rows of the values (exact frequencies, when the partition
     keeps them small enough to read: no Bloom filter) or of the histogram bins in which the
@@ -175,14 +176,14 @@ def _certain_rows(p: _Part, node, stats: TableStatistics, schema: pa.Schema) -> 
         except StatisticsNotFound:           # no values in this partition
             return 0
         edges = ty.from_text([x for b in bins for x in (b["lower"], b["upper"])],
-                             files.edge_type(arrow_type)).to_pylist()
+                             edge_type(arrow_type)).to_pylist()
         cells = [(edges[2 * i], edges[2 * i + 1], b["count"]) for i, b in enumerate(bins)]
     else:
         return 0
     certain = 0
     for low, high, count in cells:
         nan = isinstance(low, float) and low != low
-        one = Partition({column: {"row_count": count, "null_count": 0, "nan_count": count * nan,
+        one = StatsView({column: {"row_count": count, "null_count": 0, "nan_count": count * nan,
                                   "low": None if nan else low, "high": None if nan else high}},
                         count, {column})
         flags = evaluate(node, one)
@@ -194,8 +195,8 @@ def _certain_rows(p: _Part, node, stats: TableStatistics, schema: pa.Schema) -> 
 # -- LIMIT
 
 
-def _limit(candidates: list[_Part], node, k: int, stats: TableStatistics,
-           schema: pa.Schema) -> list[_Part]:
+def _limit(candidates: list[_Candidate], node, k: int, stats: TableStatistics,
+           schema: pa.Schema) -> list[_Candidate]:
     if k == 0:
         return []
     fully = sorted((p for p in candidates if p.fully), key=lambda p: -p.rows)
@@ -215,7 +216,7 @@ def _limit(candidates: list[_Part], node, k: int, stats: TableStatistics,
     return fully + partial
 
 
-def _reaching(parts: list[_Part], counts: list[int], k: int) -> list[_Part] | None:
+def _reaching(parts: list[_Candidate], counts: list[int], k: int) -> list[_Candidate] | None:
     total = 0
     for i, n in enumerate(counts):
         total += n
@@ -248,8 +249,8 @@ class _Key:
         return self._cmp(other) < 0
 
 
-def _top_k(candidates: list[_Part], node, order: tuple[str, bool], k: int,
-           stats: TableStatistics, schema: pa.Schema) -> list[_Part]:
+def _top_k(candidates: list[_Candidate], node, order: tuple[str, bool], k: int,
+           stats: TableStatistics, schema: pa.Schema) -> list[_Candidate]:
     column, descending = order
     if k == 0:
         return []

@@ -4,67 +4,43 @@ A predicate (parsed by sqlglot in the Spark dialect, no JVM) is evaluated per pa
 three flags: may it be true, false, or null for some row? The partition is pruned iff it cannot
 be true, and fully matching iff it can be neither false nor null.
 
-Values are ranges: each expression node derives a conservative [low, high] of its possible
-non-null, non-NaN values from its inputs' ranges, by one rule per node type (RANGE_RULES), in
-the style of pyiceberg's metrics evaluator. Comparisons turn two ranges into flags by one rule
-per operator (COMPARISONS). What has no rule is unknown: it never prunes and never raises.
-NOT swaps an atom's true and false flags, which is 3VL negation exactly; AND and OR combine
-flags soundly (rows are not correlated across columns). Spark semantics: NaN is above every
-number, comparisons with NULL are null.
+Each expression node derives the range of its values from its inputs' ranges (pruning.ranges),
+by one rule per node type (RANGE_RULES), in the style of pyiceberg's metrics evaluator;
+comparisons turn two ranges into flags by one rule per operator (ranges.COMPARISONS). What has
+no rule is unknown: it never prunes and never raises. NOT swaps an atom's true and false flags,
+which is 3VL negation exactly; AND and OR combine flags soundly (rows are not correlated across
+columns).
 """
 from __future__ import annotations
 
 import datetime as dt
 import decimal
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable
 
 import sqlglot
 from sqlglot import expressions as E
 
-# -- ranges
-
-
-@dataclass(frozen=True)
-class Range:
-    """Possible values of an expression over a partition's rows."""
-    low: object = None            # smallest possible non-null, non-NaN value (None: unbounded)
-    high: object = None
-    values: bool = True           # some row may have a non-null, non-NaN value
-    nulls: bool = True            # some row may be null
-    nan: bool = False             # some row may be NaN
-    known: bool = True            # False: nothing is known (unsupported expression)
-    column: str | None = None     # set when the expression is a bare column
-
-
-UNKNOWN = Range(known=False)
-
-
-def literal(value) -> Range:
-    if value is None:
-        return Range(values=False, nulls=True)
-    if isinstance(value, float) and value != value:
-        return Range(values=False, nulls=False, nan=True)
-    return Range(value, value, values=True, nulls=False)
-
-
-@dataclass(frozen=True)
-class Flags:
-    """Three-valued outcome over a partition's rows."""
-    true: bool
-    false: bool
-    null: bool
-
-    def negated(self) -> "Flags":
-        return Flags(self.false, self.true, self.null)
-
-
-MAYBE = Flags(True, True, True)
+from pruning.ranges import (
+    MAYBE,
+    UNKNOWN,
+    Flags,
+    Months,
+    Range,
+    all_of,
+    any_of,
+    arith,
+    compare,
+    literal,
+    negated,
+    successor,
+    union,
+)
 
 # -- the statistics a predicate reads
 
 
-class Partition:
+class StatsView:
     """One partition as the evaluator sees it: typed ranges of columns, and membership tests.
     `stats` maps a column to its statistics row with `low`/`high` already typed."""
 
@@ -94,66 +70,8 @@ class Partition:
 # -- range-derivation rules: node type -> function(node, partition) -> Range
 
 
-def _product_bounds(pairs) -> tuple:
-    """Interval multiplication: the extremes are among the corners, whatever the signs."""
-    products = [a * b for a, b in pairs]
-    return min(products), max(products)
-
-
-def _combine(a: Range, b: Range, low, high) -> Range:
-    return Range(low, high, values=a.values and b.values, nulls=a.nulls or b.nulls,
-                 nan=a.nan or b.nan)
-
-
-def _arith(node: E.Expression, p: Partition, op: str) -> Range:
-    a, b = value_range(node.this, p), value_range(node.expression, p)
-    if not (a.known and b.known) or not (a.values and b.values):
-        return UNKNOWN if not (a.known and b.known) else _combine(a, b, None, None)
-    try:
-        if op == "+":
-            return _combine(a, b, _add(a.low, b.low), _add(a.high, b.high))
-        if op == "-":
-            return _combine(a, b, _add(a.low, _negate(b.high)), _add(a.high, _negate(b.low)))
-        low, high = _product_bounds([(a.low, b.low), (a.low, b.high), (a.high, b.low),
-                                     (a.high, b.high)])
-        return _combine(a, b, low, high)
-    except (TypeError, ValueError, OverflowError, decimal.InvalidOperation):
-        return UNKNOWN
-
-
-def _add(x, y):
-    if isinstance(y, _Months):
-        return y.shift(x)
-    if isinstance(x, _Months):
-        return x.shift(y)
-    if isinstance(x, (dt.date, dt.datetime)) and isinstance(y, int) and not isinstance(y, bool):
-        return x + dt.timedelta(days=y)           # date_add(d, n), d + n
-    return x + y
-
-
-def _negated(a: Range) -> Range:
-    if not a.known or a.nan:
-        return UNKNOWN
-    return Range(_negate(a.high), _negate(a.low), values=a.values, nulls=a.nulls) \
-        if a.values else replace(a, column=None)
-
-
-def _negate(x):
-    return _Months(-x.n) if isinstance(x, _Months) else -x
-
-
-@dataclass(frozen=True)
-class _Months:
-    """An interval of months or years: adding it is monotone (Spark clamps the day)."""
-    n: int
-
-    def shift(self, d):
-        if not isinstance(d, dt.date):
-            raise TypeError("months add to dates and timestamps only")
-        month = d.month - 1 + self.n
-        year, month = d.year + month // 12, month % 12 + 1
-        last = (dt.date(year + (month == 12), month % 12 + 1, 1) - dt.timedelta(days=1)).day
-        return d.replace(year=year, month=month, day=min(d.day, last))
+def _arith(node: E.Expression, p: StatsView, op: str) -> Range:
+    return arith(value_range(node.this, p), value_range(node.expression, p), op)
 
 
 _UNITS = {"DAY": dt.timedelta(days=1), "HOUR": dt.timedelta(hours=1),
@@ -167,13 +85,13 @@ def _interval_value(node: E.Interval):
     if unit in _UNITS:
         return n * _UNITS[unit]
     if unit in ("MONTH", "YEAR"):
-        return _Months(n * (12 if unit == "YEAR" else 1))
+        return Months(n * (12 if unit == "YEAR" else 1))
     raise ValueError(unit)
 
 
 def _monotone(fn: Callable) -> Callable:
     """A rule for a non-decreasing function of its first argument."""
-    def rule(node: E.Expression, p: Partition) -> Range:
+    def rule(node: E.Expression, p: StatsView) -> Range:
         a = value_range(node.this, p)
         if not a.known or a.nan:
             return UNKNOWN
@@ -212,7 +130,7 @@ def _truncate(node, v):
     return v.replace(**{k: f for k, f in fields.items() if k in ("month", "day")})
 
 
-def _literal(node: E.Literal, p: Partition) -> Range:
+def _literal(node: E.Literal, p: StatsView) -> Range:
     if node.is_string:
         return literal(node.this)
     text = node.this
@@ -225,7 +143,7 @@ def _literal(node: E.Literal, p: Partition) -> Range:
     return literal(decimal.Decimal(text))
 
 
-def _cast(node: E.Cast, p: Partition) -> Range:
+def _cast(node: E.Cast, p: StatsView) -> Range:
     inner = value_range(node.this, p)
     target = node.to.this
     if isinstance(node.this, E.Literal) and node.this.is_string:
@@ -243,18 +161,18 @@ def _cast(node: E.Cast, p: Partition) -> Range:
     return UNKNOWN
 
 
-def _if(node: E.If, p: Partition) -> Range:
+def _if(node: E.If, p: StatsView) -> Range:
     return _branches([(node.this, node.args.get("true"))], node.args.get("false"), p)
 
 
-def _case(node: E.Case, p: Partition) -> Range:
+def _case(node: E.Case, p: StatsView) -> Range:
     if node.this is not None:              # CASE x WHEN ...: not supported
         return UNKNOWN
     return _branches([(i.this, i.args.get("true")) for i in node.args["ifs"]],
                      node.args.get("default"), p)
 
 
-def _branches(arms, default, p: Partition) -> Range:
+def _branches(arms, default, p: StatsView) -> Range:
     """The union of the branches that may be taken (a NULL condition takes the next one)."""
     taken = []
     for condition, value in arms:
@@ -265,29 +183,16 @@ def _branches(arms, default, p: Partition) -> Range:
             break
     else:
         taken.append(value_range(default, p) if default is not None else literal(None))
-    return _union(taken)
+    return union(taken)
 
 
-def _union(ranges: list[Range]) -> Range:
-    if not ranges or not all(r.known for r in ranges):
-        return UNKNOWN
-    with_values = [r for r in ranges if r.values]
-    try:
-        low = min(r.low for r in with_values) if with_values else None
-        high = max(r.high for r in with_values) if with_values else None
-    except TypeError:
-        return UNKNOWN
-    return Range(low, high, values=bool(with_values), nulls=any(r.nulls for r in ranges),
-                 nan=any(r.nan for r in ranges))
-
-
-RANGE_RULES: dict[type, Callable[[E.Expression, Partition], Range]] = {
+RANGE_RULES: dict[type, Callable[[E.Expression, StatsView], Range]] = {
     E.Column: lambda n, p: p.column(n.name),
     E.Literal: _literal,
     E.Null: lambda n, p: literal(None),
     E.Boolean: lambda n, p: literal(n.this),
     E.Paren: lambda n, p: value_range(n.this, p),
-    E.Neg: lambda n, p: _negated(value_range(n.this, p)),
+    E.Neg: lambda n, p: negated(value_range(n.this, p)),
     E.Add: lambda n, p: _arith(n, p, "+"),
     E.Sub: lambda n, p: _arith(n, p, "-"),
     E.Mul: lambda n, p: _arith(n, p, "*"),
@@ -304,11 +209,11 @@ RANGE_RULES: dict[type, Callable[[E.Expression, Partition], Range]] = {
 }
 
 
-def value_range(node: E.Expression, p: Partition) -> Range:
+def value_range(node: E.Expression, p: StatsView) -> Range:
     return _apply(RANGE_RULES, node, p, UNKNOWN)
 
 
-def _apply(rules: dict, node: E.Expression, p: Partition, unknown):
+def _apply(rules: dict, node: E.Expression, p: StatsView, unknown):
     """The node's rule, or `unknown` when it has none or it fails on these values: an
     expression lakestats cannot reason about never prunes and never raises."""
     rule = rules.get(type(node))
@@ -321,74 +226,10 @@ def _apply(rules: dict, node: E.Expression, p: Partition, unknown):
         return unknown
 
 
-# -- comparison rules: operator -> (may be true, may be false) for ranges a (left), b (right)
-
-def _lt(a, b): return a.low < b.high, a.high >= b.low
-def _le(a, b): return a.low <= b.high, a.high > b.low
-def _gt(a, b): return a.high > b.low, a.low <= b.high
-def _ge(a, b): return a.high >= b.low, a.low < b.high
-def _eq(a, b): return a.low <= b.high and b.low <= a.high, not (a.low == a.high == b.low == b.high)
-def _ne(a, b): return tuple(reversed(_eq(a, b)))
-
-
-COMPARISONS = {E.LT: _lt, E.LTE: _le, E.GT: _gt, E.GTE: _ge, E.EQ: _eq, E.NEQ: _ne}
-FLIPPED = {E.LT: E.GT, E.LTE: E.GTE, E.GT: E.LT, E.GTE: E.LTE, E.EQ: E.EQ, E.NEQ: E.NEQ}
-# how a NaN on the left compares with any number: NaN is above every number, NaN = NaN
-NAN_LEFT = {E.LT: False, E.LTE: False, E.GT: True, E.GTE: True, E.EQ: False, E.NEQ: True}
-
-
-def compare(op: type, a: Range, b: Range) -> Flags:
-    if not (a.known and b.known):
-        return MAYBE
-    if b.nan and not a.nan:
-        a, b, op = b, a, FLIPPED[op]
-    if b.nan:                                  # NaN on both sides: not worth the rules
-        return MAYBE
-    null = a.nulls or b.nulls
-    if not b.values:                           # NULL literal or an all-null side
-        return Flags(False, False, True) if (a.values or a.nan or a.nulls) else Flags(
-            False, False, False)
-    true = false = False
-    if a.values:
-        try:
-            true, false = _coerced(COMPARISONS[op], a, b)
-        except TypeError:
-            return MAYBE
-    if a.nan:
-        true, false = true or NAN_LEFT[op], false or not NAN_LEFT[op]
-    return Flags(true, false, null)
-
-
-def _coerced(rule, a: Range, b: Range) -> tuple[bool, bool]:
-    return rule(_aligned(a, b.low), _aligned(b, a.low))
-
-
-def _aligned(r: Range, like) -> Range:
-    """r's bounds in like's type: Spark casts a string literal to the column's type, a date to
-    a timestamp at midnight; a naive timestamp meets a zoned one in UTC."""
-    def fix(v):
-        if isinstance(v, str) and isinstance(like, (dt.date, dt.datetime)):
-            v = dt.datetime.fromisoformat(v) if isinstance(like, dt.datetime) else \
-                dt.date.fromisoformat(v)
-        if isinstance(like, dt.datetime) and type(v) is dt.date:
-            v = dt.datetime(v.year, v.month, v.day)
-        if isinstance(like, dt.datetime) and isinstance(v, dt.datetime):
-            if like.tzinfo and not v.tzinfo:
-                v = v.replace(tzinfo=dt.timezone.utc)
-            elif v.tzinfo and not like.tzinfo:
-                v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        if isinstance(like, float) and isinstance(v, decimal.Decimal):
-            v = float(v)
-        if isinstance(like, decimal.Decimal) and isinstance(v, float):
-            v = decimal.Decimal(repr(v))
-        return v
-    return replace(r, low=fix(r.low), high=fix(r.high))
-
-
 # -- boolean nodes
 
 
-def _membership(flags: Flags, column: Range, values: list, p: Partition) -> Flags:
+def _membership(flags: Flags, column: Range, values: list, p: StatsView) -> Flags:
     """`column = v` / `column IN (...)` that the range allows: the Bloom filter or the exact
     frequencies may still say no row holds any of the values."""
     if not flags.true or column.column is None:
@@ -399,7 +240,7 @@ def _membership(flags: Flags, column: Range, values: list, p: Partition) -> Flag
     return flags
 
 
-def _eq_rule(node: E.Expression, p: Partition) -> Flags:
+def _eq_rule(node: E.Expression, p: StatsView) -> Flags:
     a, b = value_range(node.this, p), value_range(node.expression, p)
     flags = compare(type(node), a, b)
     if isinstance(node, E.EQ):
@@ -410,15 +251,15 @@ def _eq_rule(node: E.Expression, p: Partition) -> Flags:
     return flags
 
 
-def _between(node: E.Between, p: Partition) -> Flags:
-    return _and([compare(E.GTE, value_range(node.this, p), value_range(node.args["low"], p)),
-                 compare(E.LTE, value_range(node.this, p), value_range(node.args["high"], p))])
+def _between(node: E.Between, p: StatsView) -> Flags:
+    return all_of([compare(E.GTE, value_range(node.this, p), value_range(node.args["low"], p)),
+                   compare(E.LTE, value_range(node.this, p), value_range(node.args["high"], p))])
 
 
 ENVELOPE_MIN = 64      # longer IN lists are tested by their envelope, then by membership
 
 
-def _in(node: E.In, p: Partition) -> Flags:
+def _in(node: E.In, p: StatsView) -> Flags:
     if node.args.get("query") or not node.expressions:
         return MAYBE
     a = value_range(node.this, p)
@@ -447,7 +288,7 @@ def _in(node: E.In, p: Partition) -> Flags:
     return _membership(out, a, values, p) if values else out
 
 
-def _is(node: E.Is, p: Partition) -> Flags:
+def _is(node: E.Is, p: StatsView) -> Flags:
     if not isinstance(node.expression, E.Null):
         return MAYBE
     a = value_range(node.this, p)
@@ -456,7 +297,7 @@ def _is(node: E.Is, p: Partition) -> Flags:
     return Flags(a.nulls, a.values or a.nan, False)
 
 
-def _like(node: E.Like, p: Partition) -> Flags:
+def _like(node: E.Like, p: StatsView) -> Flags:
     """LIKE with a literal prefix: values in [prefix, successor(prefix)) may match. 'prefix%'
     matches every row when min and max both start with the prefix (every string between them
     does too); other patterns only prune."""
@@ -473,34 +314,13 @@ def _like(node: E.Like, p: Partition) -> Flags:
         return MAYBE
     if not a.values:
         return Flags(False, False, a.nulls)
-    upper = _successor(prefix)
+    upper = successor(prefix)
     true = a.high >= prefix and (upper is None or a.low < upper)
     false = text != prefix + "%" or not (a.low.startswith(prefix) and a.high.startswith(prefix))
     return Flags(true, false, a.nulls)
 
 
-def _successor(prefix: str) -> str | None:
-    """The smallest string greater than every string starting with prefix."""
-    chars = list(prefix)
-    while chars:
-        if ord(chars[-1]) < 0x10FFFF:
-            chars[-1] = chr(ord(chars[-1]) + 1)
-            return "".join(chars)
-        chars.pop()
-    return None
-
-
-def _and(flags: list[Flags]) -> Flags:
-    return Flags(all(f.true for f in flags), any(f.false for f in flags),
-                 any(f.null for f in flags) and all(f.true or f.null for f in flags))
-
-
-def _or(flags: list[Flags]) -> Flags:
-    return Flags(any(f.true for f in flags), all(f.false for f in flags),
-                 any(f.null for f in flags) and all(f.false or f.null for f in flags))
-
-
-def _boolean_column(node: E.Expression, p: Partition) -> Flags:
+def _boolean_column(node: E.Expression, p: StatsView) -> Flags:
     a = value_range(node, p)
     if not a.known or not a.values:
         return Flags(a.known is False, a.known is False, a.nulls)
@@ -509,9 +329,9 @@ def _boolean_column(node: E.Expression, p: Partition) -> Flags:
     return Flags(a.high, not a.low, a.nulls)
 
 
-BOOLEAN_RULES: dict[type, Callable[[E.Expression, Partition], Flags]] = {
-    E.And: lambda n, p: _and([evaluate(n.this, p), evaluate(n.expression, p)]),
-    E.Or: lambda n, p: _or([evaluate(n.this, p), evaluate(n.expression, p)]),
+BOOLEAN_RULES: dict[type, Callable[[E.Expression, StatsView], Flags]] = {
+    E.And: lambda n, p: all_of([evaluate(n.this, p), evaluate(n.expression, p)]),
+    E.Or: lambda n, p: any_of([evaluate(n.this, p), evaluate(n.expression, p)]),
     E.Not: lambda n, p: evaluate(n.this, p).negated(),
     E.Paren: lambda n, p: evaluate(n.this, p),
     E.EQ: _eq_rule,
@@ -526,7 +346,7 @@ BOOLEAN_RULES: dict[type, Callable[[E.Expression, Partition], Flags]] = {
 }
 
 
-def evaluate(node: E.Expression, p: Partition) -> Flags:
+def evaluate(node: E.Expression, p: StatsView) -> Flags:
     return _apply(BOOLEAN_RULES, node, p, MAYBE)
 
 
@@ -543,3 +363,4 @@ def parse(where: str) -> E.Expression:
 
 def columns_of(node: E.Expression) -> set[str]:
     return {c.name for c in node.find_all(E.Column)}
+

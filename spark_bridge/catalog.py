@@ -14,9 +14,11 @@ import re
 
 import numpy as np
 
+from core import histogram as hist
+from core import types as ty
+from core.binning import binning_values
 from metastore import files
-from metastore import histogram as hist
-from metastore import types as ty
+from metastore.layout import Layout
 from metastore.reader import TableStatistics
 from metastore.store import Store
 from spark_bridge import histogram as eqh
@@ -30,10 +32,6 @@ SUPPORTED_SPARK = RANGED_SPARK + ("string", "binary")     # what ANALYZE TABLE c
 
 class StaleStatistics(Exception):
     """The table's files changed since the published statistics version."""
-
-
-def _stats_root(table_uri: str, stats_root: str | None) -> str:
-    return stats_root or Store(table_uri).uri_of("_lakestats")
 
 
 def check_fresh(table_uri: str, stats: TableStatistics) -> None:
@@ -62,7 +60,7 @@ def apply_statistics(spark, table: str, table_uri: str, *, stats_root: str | Non
                      allow_stale: bool = False) -> dict:
     """Inject the published statistics of `table_uri` into Spark's catalog entry `table`.
     Returns what was applied: {"version", "row_count", "columns": [...]}."""
-    stats = TableStatistics(_stats_root(table_uri, stats_root))
+    stats = TableStatistics(Layout.of_table(table_uri, stats_root).uri)
     if not allow_stale:
         check_fresh(table_uri, stats)
     jvm, jsession = spark._jvm, spark._jsparkSession
@@ -141,9 +139,8 @@ def _spark_domain(values: np.ndarray, arrow_type) -> np.ndarray:
 def _equi_height(stats: TableStatistics, row: dict, num_bins: int):
     import pyarrow as pa
 
-    from functions.column_stats import binning_values
     column = row["column"]
-    arrow_type = files.decode_schema(stats.manifest["schema"]).field(column).type
+    arrow_type = stats.schema().field(column).type
     if row.get("frequencies_complete"):
         freq = stats.frequencies(column)
         typed = ty.from_text(freq["value"].to_pylist(), arrow_type)

@@ -1,15 +1,20 @@
 """compute: lakestats statistics with Spark executors as the workers."""
 from __future__ import annotations
 
+import dataclasses
+
+from core.settings import Settings
 from infra.redis_server import redis_url
-from monostore import coordinator
-from monostore.invokers.spark import SparkInvoker
+from monostore.compute import Report
+from monostore.compute import compute as compute_job
+from spark_bridge.invoker import SparkInvoker
 
 
-def compute(spark, table_uri: str, *, stats_root: str | None = None, redis: str | None = None,
-            options: coordinator.Options | None = None) -> coordinator.Report:
-    """The same partition events as any invoker, run as Spark tasks; the coordinator reduces
-    through Redis (REDIS_URL, or an embedded server for the duration)."""
-    with redis_url(redis) as url, SparkInvoker(spark) as invoker:
-        return coordinator.compute(table_uri, invoker, url, stats_root=stats_root,
-                                   options=options)
+def compute(spark, table_uri: str, *, stats_root: str | None = None,
+            settings: Settings | None = None) -> Report:
+    """The same steps as any invoker's, run as Spark tasks; the coordinator reduces through
+    Redis (settings.redis_url, or an embedded server for the duration)."""
+    settings = settings or Settings()
+    with redis_url(settings.redis_url) as url, SparkInvoker(spark) as invoker:
+        return compute_job(table_uri, invoker, dataclasses.replace(settings, redis_url=url),
+                           stats_root=stats_root)

@@ -3,15 +3,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from metastore.layout import Layout
 from metastore.reader import TableStatistics
-from metastore.store import Store
 
 
 def statistics_frame(spark, table_uri: str, *, stats_root: str | None = None):
     """One row per (level, partition, column): level 'table' (partition null) or 'partition'
     (partition = the data file's path relative to the table), then the statistics.parquet
     columns without the sketches."""
-    stats = TableStatistics(stats_root or Store(table_uri).uri_of("_lakestats"))
+    stats = TableStatistics(Layout.of_table(table_uri, stats_root).uri)
     parts = [_tagged(stats.statistics(sketches=False), "table", None)]
     for path in sorted(stats.manifest["partitions"]):
         parts.append(_tagged(stats.statistics(partition=path, sketches=False), "partition", path))

@@ -10,18 +10,16 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from metastore.layout import Layout
 from metastore.store import DataFile, Store
-from pruning import PruneResult, parse_order, prune as prune_files
-
-
-def _stats_root(table_uri: str, stats_root: str | None) -> str:
-    return stats_root or Store(table_uri).uri_of("_lakestats")
+from pruning import PruneResult, parse_order
+from pruning import prune as prune_files
 
 
 def prune(table_uri: str, where: str | None = None, limit: int | None = None,
           order_by: str | None = None, *, stats_root: str | None = None) -> PruneResult:
     """kept (in scan order) / skipped / fully_matching data files, relative to the table."""
-    return prune_files(_stats_root(table_uri, stats_root), where, limit, order_by)
+    return prune_files(Layout.of_table(table_uri, stats_root).uri, where, limit, order_by)
 
 
 def read(spark, table_uri: str, where: str | None = None, order_by: str | None = None,

@@ -8,9 +8,11 @@ import sys
 
 import pytest
 
+from core.settings import PartitionSettings, Settings
+from fleet.invokers.local import LocalInvoker
 from infra.redis_server import EmbeddedRedis
-from monostore.coordinator import Options, compute
-from monostore.invokers.local import LocalInvoker
+from metastore.store import s3_client
+from monostore.compute import compute
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +41,7 @@ def s3_endpoint():
                                             "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
     os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing",
                       AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    s3_client.cache_clear()
     yield endpoint
     server.stop()
     for k, v in saved.items():
@@ -46,6 +49,7 @@ def s3_endpoint():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+    s3_client.cache_clear()
 
 
 @pytest.fixture(scope="session")
@@ -55,12 +59,24 @@ def invoker(s3_endpoint):
         yield inv
 
 
+def settings_with(redis_url: str, max_bins: int | None = None, **changes) -> Settings:
+    """Settings on the shared Redis; max_bins goes to the partition settings, the rest (e.g.
+    frequencies=FrequencySettings(...), allow_partial, timeout) to Settings."""
+    partition = PartitionSettings(max_bins=max_bins) if max_bins else PartitionSettings()
+    return Settings(redis_url=redis_url, partition=partition, **changes)
+
+
+@pytest.fixture(scope="session")
+def settings(redis_url):
+    return settings_with(redis_url)
+
+
 @pytest.fixture(scope="session")
 def run(invoker, redis_url):
-    """compute(table) with the shared pool and Redis; keyword arguments go to Options."""
-    def _run(table: str, stats_root: str | None = None, **options):
-        return compute(str(table), invoker, redis_url, stats_root=stats_root,
-                       options=Options(**options))
+    """compute(table) with the shared pool and Redis; keyword arguments: settings_with's."""
+    def _run(table: str, stats_root: str | None = None, **changes):
+        return compute(str(table), invoker, settings_with(redis_url, **changes),
+                       stats_root=stats_root)
     return _run
 
 

@@ -8,10 +8,12 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from metastore.reader import TableStatistics, read_manifest
+from algorithms.partitions.reduce import SchemaDriftError
+from metastore.layout import Layout
+from metastore.manifest import read_manifest
+from metastore.reader import TableStatistics
 from metastore.store import Store
-from monostore.coordinator import ComputeFailed
-from monostore.reduce import SchemaDriftError
+from monostore.compute import ComputeFailed
 from tests.tables import mixed, statistics_without_sketches, write
 
 
@@ -139,7 +141,7 @@ def test_versions_are_published_whole(tmp_path, run):
     write(tmp_path / "a.parquet", mixed(500, seed=1))
     run(tmp_path)
     stats = Store(f"{tmp_path}/_lakestats")
-    manifest = read_manifest(stats)
+    manifest = read_manifest(Layout(str(stats.uri)))
     for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet",
                  "manifest.json"):
         assert stats.exists("versions", manifest["version"], name)

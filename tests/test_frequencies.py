@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from core import types as ty
+from core.settings import FrequencySettings
 from lakestats.cli import main
-from metastore import types as ty
 from metastore.reader import TableStatistics
 from metastore.store import Store
-from monostore.frequencies import FrequencyOptions
 from tests.tables import write
 
 ALGORITHMS = ["low-distinct", "low-duplicate", "binned"]
@@ -82,7 +82,7 @@ def by_algorithm(table, tmp_path_factory, run):
     for algorithm in ["auto", *ALGORITHMS]:
         root = tmp_path_factory.mktemp(algorithm)
         report = run(table, stats_root=str(root),
-                     frequencies=FrequencyOptions(algorithm, **SMALL))
+                     frequencies=FrequencySettings(algorithm, **SMALL))
         out[algorithm] = (root, report)
     return out
 
@@ -125,7 +125,7 @@ def test_algorithms_are_byte_identical(by_algorithm):
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_all_values_lists_every_value(table, tmp_path, run, algorithm):
-    run(table, stats_root=str(tmp_path), frequencies=FrequencyOptions(
+    run(table, stats_root=str(tmp_path), frequencies=FrequencySettings(
         algorithm, all_values=True, **SMALL))
     freq = TableStatistics(str(tmp_path)).frequencies("uid")
     assert list(zip(freq["value"].to_pylist(), freq["frequency"].to_pylist())) == \
@@ -136,10 +136,10 @@ def test_incremental_update_reuses_partitions(tmp_path, run):
     root = tmp_path / "t"
     for i in range(6):
         write(root / f"part-{i}.parquet", tricky(i))
-    run(root, frequencies=FrequencyOptions(**SMALL))
+    run(root, frequencies=FrequencySettings(**SMALL))
     write(root / "part-new.parquet", tricky(99))
     (root / "part-0.parquet").unlink()
-    report = run(root, frequencies=FrequencyOptions(**SMALL))
+    report = run(root, frequencies=FrequencySettings(**SMALL))
     assert (report.computed, report.reused, report.removed) == (1, 5, 1)
     for column in ["zipf", "shared", "text"]:
         assert published(root, column) == expected_rows(oracle(root, column), keep_once=True)
@@ -154,7 +154,8 @@ def test_failed_step_leaves_no_keys_and_publishes_nothing(tmp_path, run, redis_u
     """A partition's stored frequencies turn unreadable: the frequency step fails, no new
     version appears, and the job's Redis keys are gone."""
     import redis
-    from monostore.invokers import StepFailed
+
+    from fleet.protocol import StepFailed
     root = tmp_path / "t"
     for i in range(3):
         write(root / f"part-{i}.parquet", tricky(i))
@@ -201,9 +202,9 @@ def test_changed_settings_republish(tmp_path, run):
         write(tmp_path / f"part-{i}.parquet", tricky(i))
     run(tmp_path)
     assert not run(tmp_path).published
-    again = run(tmp_path, frequencies=FrequencyOptions("binned"))
+    again = run(tmp_path, frequencies=FrequencySettings("binned"))
     assert (again.published, again.computed, again.reused) == (True, 0, 3)
     assert again.frequencies["zipf"]["algorithm"] == "binned"
-    rebinned = run(tmp_path, max_bins=100, frequencies=FrequencyOptions("binned"))
+    rebinned = run(tmp_path, max_bins=100, frequencies=FrequencySettings("binned"))
     assert (rebinned.published, rebinned.computed) == (True, 3)
     assert len(TableStatistics(f"{tmp_path}/_lakestats").histogram("real")) <= 100

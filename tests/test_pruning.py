@@ -1,5 +1,5 @@
-"""Pruning rules on tables of known layout: every rule, the worked examples of the Snowflake
-paper's digest (with its two printed formulas corrected), LIMIT and top-k."""
+"""Pruning rules on tables of known layout: every rule, worked LIMIT and top-k examples (the
+certain-row count and the top-k boundary computed by hand), and the CLI's JSON."""
 from __future__ import annotations
 
 import datetime as dt
@@ -122,7 +122,8 @@ def test_products_of_non_negative_columns(table):
 
 
 def test_limit_keeps_the_fewest_fully_matching_partitions(table):
-    """Digest examples 5 and 7."""
+    """p3 matches in every row and holds 4 of them: LIMIT 3 reads it alone; LIMIT 10 reads it
+    first, then the partially matching ones."""
     pruned = table({
         "p1": {"species": ["Brown Bear", "Wolf"], "s": [60, 70]},
         "p2": {"species": ["Alpine Chough", "Red Fox"], "s": [20, 120]},
@@ -145,7 +146,7 @@ def test_limit_without_predicate(table):
 
 
 def test_top_k_initial_boundary(table):
-    """Digest example 9: fully matching F1 [10,50] 2 rows, F2 [40,80] 3 rows, F3 [70,90] 1
+    """Top-k: fully matching F1 [10,50] 2 rows, F2 [40,80] 3 rows, F3 [70,90] 1
     row; k=3 gives boundary 50: a partial [0,45] is pruned, [0,60] kept; scan by max."""
     pruned = table({
         "f1": {"v": [10, 50], "flag": [1, 1]},
@@ -160,7 +161,7 @@ def test_top_k_initial_boundary(table):
 
 
 def test_top_k_without_predicate(table):
-    """Digest example 8, before any scan: A and D are fully matching; the boundary is 95."""
+    """Top-k before any scan: A and D are fully matching; the boundary is 95."""
     pruned = table({"A": {"v": [100, 98, 96, 92, 90]}, "D": {"v": [99, 85]},
                     "B": {"v": [50, 95]}, "C": {"v": [10, 40]}})
     assert kept(pruned(limit=3, order_by="v DESC")) == ["A", "D", "B"]

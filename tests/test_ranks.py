@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from metastore import types as ty
+from algorithms.ranks.driver import compute_ranks
+from core import types as ty
+from core.settings import FrequencySettings
 from metastore.reader import TableStatistics
-from monostore.frequencies import FrequencyOptions
-from monostore.ranks import compute_ranks
 from tests.tables import write
 
 QS = [0, 0.001, 0.01, 0.25, 0.5, 0.75, 0.99, 0.999, 1]
@@ -71,21 +71,21 @@ LAYOUTS = {"4 partitions": [N // 4] * 4, "1 partition": [N], "50 partitions": [N
 
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("layout", ["4 partitions"])
-def test_exact_quantiles_match_a_sort(tmp_path, run, invoker, redis_url, case, layout):
-    check(tmp_path, run, invoker, redis_url, CASES[case](), LAYOUTS[layout])
+def test_exact_quantiles_match_a_sort(tmp_path, run, invoker, settings, case, layout):
+    check(tmp_path, run, invoker, settings, CASES[case](), LAYOUTS[layout])
 
 
 @pytest.mark.parametrize("layout", ["1 partition", "50 partitions", "very unequal"])
-def test_partition_layouts(tmp_path, run, invoker, redis_url, layout):
-    check(tmp_path, run, invoker, redis_url, CASES["zipf"](), LAYOUTS[layout])
+def test_partition_layouts(tmp_path, run, invoker, settings, layout):
+    check(tmp_path, run, invoker, settings, CASES["zipf"](), LAYOUTS[layout])
 
 
-def check(tmp_path, run, invoker, redis_url, column: pa.Array, sizes: list[int]) -> None:
+def check(tmp_path, run, invoker, settings, column: pa.Array, sizes: list[int]) -> None:
     for i, piece in enumerate(split(column, sizes)):
         write(tmp_path / f"p{i:03d}.parquet", pa.table({"x": piece}))
     run(tmp_path)
     root = f"{tmp_path}/_lakestats"
-    report = compute_ranks(root, invoker, redis_url, ["x"])
+    report = compute_ranks(root, invoker, settings, ["x"])
     assert report.columns["x"]["values"] == len(column) - column.null_count
     stats = TableStatistics(root)
     got = stats.exact_quantiles("x", QS)
@@ -104,12 +104,12 @@ def check(tmp_path, run, invoker, redis_url, column: pa.Array, sizes: list[int])
     assert (answer["smaller"], answer["count"]) == (smaller, equal)
 
 
-def test_ranks_file_holds_sql_rank(tmp_path, run, invoker, redis_url):
+def test_ranks_file_holds_sql_rank(tmp_path, run, invoker, settings):
     values = pa.array([5, 1, 5, None, 3, 3, 3, 9])
     write(tmp_path / "a.parquet", pa.table({"x": values.slice(0, 4), "s": ["b", "a", "b", None]}))
     write(tmp_path / "b.parquet", pa.table({"x": values.slice(4), "s": ["c", "a", "a", "d"]}))
     run(tmp_path)
-    compute_ranks(f"{tmp_path}/_lakestats", invoker, redis_url, ["s", "x"])
+    compute_ranks(f"{tmp_path}/_lakestats", invoker, settings, ["s", "x"])
     ranks = pa.parquet.read_table(tmp_path / "_lakestats" / "versions" / "v000001" / "ranks.parquet")
     assert ranks.select(["column", "value", "rank", "count"]).to_pylist() == [
         {"column": "x", "value": "1", "rank": 1, "count": 1},
@@ -127,8 +127,8 @@ def test_approximate_quantiles_fall_within_their_bound(tmp_path, run):
     for i in range(4):
         write(tmp_path / f"{i}.parquet", pa.table({"x": values[i * 10_000:(i + 1) * 10_000]}))
     # near-unique: values seen once are not stored, so the KLL sketch answers
-    run(tmp_path, frequencies=FrequencyOptions(low_distinct_max=1000))
-    answer = TableStatistics(f"{tmp_path}/_lakestats").approximate_quantiles("x", QS[1:-1])
+    run(tmp_path, frequencies=FrequencySettings(low_distinct_max=1000))
+    answer = TableStatistics(f"{tmp_path}/_lakestats").quantiles("x", QS[1:-1])
     assert answer["exact"] is False and 0 < answer["rank_error"] < 0.02
     ordered = np.sort(values)
     for q, text in zip(QS[1:-1], answer["quantiles"]):
@@ -136,17 +136,17 @@ def test_approximate_quantiles_fall_within_their_bound(tmp_path, run):
         assert abs(true_rank - q) <= answer["rank_error"] + 1 / len(ordered), (q, text)
 
 
-def test_zoned_timestamp_order_is_by_instant(tmp_path, run, invoker, redis_url):
+def test_zoned_timestamp_order_is_by_instant(tmp_path, run, invoker, settings):
     stamps = [dt.datetime(2024, 3, 10, h, tzinfo=dt.timezone.utc) for h in range(24)]
     write(tmp_path / "a.parquet", pa.table({"t": pa.array(stamps, pa.timestamp("us", "Asia/Kolkata"))}))
     run(tmp_path)
-    compute_ranks(f"{tmp_path}/_lakestats", invoker, redis_url, ["t"])
+    compute_ranks(f"{tmp_path}/_lakestats", invoker, settings, ["t"])
     low, high = TableStatistics(f"{tmp_path}/_lakestats").exact_quantiles("t", [0, 1])
     assert dt.datetime.fromisoformat(low) == stamps[0]
     assert dt.datetime.fromisoformat(high) == stamps[-1]
 
 
-def test_ranks_of_a_table_on_s3(s3_endpoint, run, invoker, redis_url, tmp_path):
+def test_ranks_of_a_table_on_s3(s3_endpoint, run, invoker, settings, tmp_path):
     import boto3
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="ranks")
@@ -155,7 +155,7 @@ def test_ranks_of_a_table_on_s3(s3_endpoint, run, invoker, redis_url, tmp_path):
         path = write(tmp_path / f"{i}.parquet", pa.table({"x": piece}))
         s3.upload_file(str(path), "ranks", f"t/{i}.parquet")
     run("s3://ranks/t")
-    compute_ranks("s3://ranks/t/_lakestats", invoker, redis_url, ["x"])
+    compute_ranks("s3://ranks/t/_lakestats", invoker, settings, ["x"])
     got = TableStatistics("s3://ranks/t/_lakestats").exact_quantiles("x", QS)
     assert got == [percentile_disc(column.to_pylist(), q) for q in QS]
     # the exchange is cleaned up: only statistics remain under the statistics root

@@ -16,9 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakestats.local_stack import wire_bucket
+from core.settings import Settings
+from infra.local_stack import wire_bucket
 from metastore.reader import TableStatistics
-from metastore.store import Store, s3_filesystem
+from metastore.store import Store, s3_client, s3_filesystem
 from tests.tables import mixed
 
 TABLE = "orders"
@@ -26,14 +27,18 @@ TABLE = "orders"
 
 @pytest.fixture
 def lake(s3_endpoint, redis_url, monkeypatch):
-    """A fresh bucket whose object events go to a fresh queue; the handlers' environment."""
+    """A fresh bucket whose object events go to a fresh queue; the watcher's environment (a
+    `lakestats watch` process reads it) and settings."""
     bucket = f"lake-{uuid.uuid4().hex[:8]}"
     queue = wire_bucket(s3_endpoint, bucket, f"events-{bucket}")
     table = f"s3://{bucket}/{TABLE}"
     monkeypatch.setenv("LAKESTATS_TABLES", table)
     monkeypatch.setenv("REDIS_URL", redis_url)
-    monkeypatch.setenv("LAKESTATS_REDUCE_WINDOW_SECONDS", "1")
     return bucket, queue, table
+
+
+def watch_settings(redis_url: str, table: str) -> Settings:
+    return Settings(redis_url=redis_url, tables=(table,), reduce_window=1)
 
 
 def put(bucket: str, key: str, table: pa.Table, multipart: bool = False) -> None:
@@ -87,22 +92,22 @@ def assert_equals_clean_compute(table: str, run) -> None:
         assert len(got[name]) == len(want[name]), name
 
 
-def watching(queue: str):
+def watching(queue: str, settings: Settings):
     from lakestats.watch import watch
     stop = threading.Event()
     reports = []
-    thread = threading.Thread(target=watch, args=(queue,), kwargs=dict(
+    thread = threading.Thread(target=watch, args=(queue, settings), kwargs=dict(
         wait_seconds=1, visibility_seconds=10, stop=stop.is_set, on_reduced=reports.append),
         daemon=True)
     thread.start()
     return stop, thread, reports
 
 
-def test_events_in_flight_end_as_one_clean_compute(lake, run):
+def test_events_in_flight_end_as_one_clean_compute(lake, run, redis_url):
     bucket, queue, table = lake
     for i in range(3):
         put(bucket, f"{TABLE}/day={i}/part.parquet", mixed(2000, seed=i))
-    stop, thread, reports = watching(queue)
+    stop, thread, reports = watching(queue, watch_settings(redis_url, table))
     try:
         for i in range(3, 8):                      # five more, two by multipart upload
             put(bucket, f"{TABLE}/day={i}/part +{i}.parquet", mixed(1500, seed=i),
@@ -125,7 +130,7 @@ def test_events_in_flight_end_as_one_clean_compute(lake, run):
     assert_equals_clean_compute(table, run)
 
 
-def test_a_killed_watcher_redelivers_without_double_counting(lake, run, tmp_path):
+def test_a_killed_watcher_redelivers_without_double_counting(lake, run, redis_url):
     bucket, queue, table = lake
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     watcher = subprocess.Popen(
@@ -139,7 +144,7 @@ def test_a_killed_watcher_redelivers_without_double_counting(lake, run, tmp_path
         "ApproximateNumberOfMessagesNotVisible"]) > 0, 60)
     watcher.send_signal(signal.SIGKILL)            # mid-batch: its messages come back
     watcher.wait()
-    stop, thread, _ = watching(queue)
+    stop, thread, _ = watching(queue, watch_settings(redis_url, table))
     try:
         wait_until(lambda: settled(queue, table))
     finally:
@@ -152,16 +157,15 @@ def test_a_killed_watcher_redelivers_without_double_counting(lake, run, tmp_path
                     reason="set LAKESTATS_LOCALSTACK_URL to a running localstack to run this")
 def test_flow_on_localstack(redis_url, monkeypatch):
     """The same flow against localstack's S3 and SQS."""
-    from monostore.coordinator import compute
-    from monostore.invokers import make_invoker
+    from fleet.invokers import make_invoker
+    from monostore.compute import compute
     endpoint = os.environ["LAKESTATS_LOCALSTACK_URL"]
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    s3_client.cache_clear()
     bucket = f"lake-{uuid.uuid4().hex[:8]}"
     queue = wire_bucket(endpoint, bucket, f"events-{bucket}")
     table = f"s3://{bucket}/{TABLE}"
-    monkeypatch.setenv("LAKESTATS_TABLES", table)
-    monkeypatch.setenv("REDIS_URL", redis_url)
-    stop, thread, _ = watching(queue)
+    stop, thread, _ = watching(queue, watch_settings(redis_url, table))
     try:
         for i in range(3):
             put(bucket, f"{TABLE}/part-{i}.parquet", mixed(1000, seed=i))
@@ -171,4 +175,5 @@ def test_flow_on_localstack(redis_url, monkeypatch):
         thread.join(timeout=30)
     with make_invoker("local", 2) as invoker:
         assert_equals_clean_compute(table, lambda t, stats_root: compute(
-            t, invoker, redis_url, stats_root=stats_root))
+            t, invoker, Settings(redis_url=redis_url), stats_root=stats_root))
+    s3_client.cache_clear()

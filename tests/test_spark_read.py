@@ -5,8 +5,6 @@ from __future__ import annotations
 import boto3
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
-import pytest
 
 import spark_bridge
 from tests.tables import write

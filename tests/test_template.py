@@ -136,4 +136,7 @@ def test_package_fits_in_lambda(tmp_path):
     print(f"functions package: {size / 2**20:.0f} MB unzipped")
     assert size < LAMBDA_LIMIT_BYTES
     assert (out / "functions" / "lambda_handlers.py").exists() and (out / "pyarrow").is_dir()
-    assert not list(out.glob("pyspark*"))          # nothing the functions do not import
+    assert (out / "fleet" / "protocol.py").exists() and (out / "algorithms").is_dir()
+    # nothing the functions do not import: no CLI, Spark, pruning or local stack
+    assert not [p.name for p in out.iterdir() if p.name.startswith(
+        ("pyspark", "lakestats", "spark_bridge", "pruning", "infra"))]

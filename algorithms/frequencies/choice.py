@@ -1,0 +1,95 @@
+"""Which algorithm suits a column, from the partitions' counts alone, and the plan of each
+column for the steps."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE
+from core import hashing
+from core import types as ty
+from core.settings import FrequencySettings
+from fleet.protocol import FrequencyColumn
+from metastore import files
+
+BINS_PER_WORKER = 2
+
+
+@dataclass
+class ColumnFrequencies:
+    """What the reduction of one column found (compute --json reports it)."""
+    name: str
+    algorithm: str
+    distinct_count: int = 0
+    singleton_count: int = 0
+    complete: bool = True
+    bytes: int = 0
+
+    def as_json(self) -> dict:
+        return {"algorithm": self.algorithm, "distinct_count": self.distinct_count,
+                "bytes_exchanged": self.bytes}
+
+
+@dataclass
+class PlannedColumn:
+    k: int
+    field: pa.Field
+    stats: dict[str, dict]               # partition -> its statistics row of the column
+    result: ColumnFrequencies
+    spec: FrequencyColumn
+    omit_singletons: bool
+
+    def for_partition(self, partition_field: pa.Field) -> FrequencyColumn:
+        """The spec as a partition holding the column as `partition_field` needs it."""
+        if partition_field.type == self.field.type:
+            return self.spec
+        return dataclasses.replace(self.spec, retype=(
+            files.encode_schema(pa.schema([partition_field])),
+            files.encode_schema(pa.schema([self.field]))))
+
+
+def choose(partition_rows: list[dict], table_row: dict, settings: FrequencySettings) -> str:
+    """S = the sum of the partitions' distinct counts. At most low_distinct_max: low-distinct.
+    Else the repeated values are estimated: a value repeated across partitions is counted once
+    per partition in S and once in the table's distinct count (estimated from the merged KMV
+    sketch); values repeated within a partition account for at most its rows beyond its
+    distinct values. At most low_duplicate_max: low-duplicate; else binned."""
+    distinct_sum = sum(r["distinct_count"] or 0 for r in partition_rows)
+    if distinct_sum <= settings.low_distinct_max:
+        return LOW_DISTINCT
+    table_distinct = hashing.kmv_estimate(hashing.kmv_from_bytes(table_row["ndv_sketch"] or b""))
+    within = sum(r["row_count"] - r["null_count"] - (r["distinct_count"] or 0)
+                 for r in partition_rows)
+    repeated = max(0.0, distinct_sum - table_distinct) + within
+    return LOW_DUPLICATE if repeated <= settings.low_duplicate_max else BINNED
+
+
+def plan(table_schema: pa.Schema, table_rows: list[dict], by_path: dict[str, dict[str, dict]],
+         settings: FrequencySettings, workers: int) -> list[PlannedColumn]:
+    """Every column with values, with its algorithm (chosen, or forced by the settings)."""
+    columns = []
+    for k, (f, row) in enumerate(zip(table_schema, table_rows)):
+        present = {p: rows[f.name] for p, rows in by_path.items() if f.name in rows}
+        if ty.kind_of(f.type) == ty.OTHER or not any(r["distinct_count"] for r in present.values()):
+            continue
+        auto = choose(list(present.values()), row, settings)
+        algorithm = auto if settings.algorithm == "auto" else settings.algorithm
+        omit = auto == LOW_DUPLICATE and not settings.all_values
+        spec = FrequencyColumn(k, f.name, algorithm, keep_once=not omit)
+        if algorithm == BINNED:
+            spec = dataclasses.replace(
+                spec, bins=max(1, min(len(by_path), BINS_PER_WORKER * workers)),
+                type=files.encode_schema(pa.schema([f])), **_range(f, row))
+        columns.append(PlannedColumn(k, f, present, ColumnFrequencies(f.name, algorithm), spec,
+                                     omit))
+    return columns
+
+
+def _range(f: pa.Field, row: dict) -> dict:
+    """Binned integers and temporal values split [min, max] of their integer storage."""
+    if ty.kind_of(f.type) not in (ty.INTEGER, ty.TEMPORAL) or row.get("min") is None:
+        return {}
+    low, high = ty.integers(ty.from_text([row["min"], row["max"]], f.type)).to_pylist()
+    return {"low": low, "high": high}

@@ -1,0 +1,113 @@
+"""The coordinator side of exact frequencies: plan each column, run the steps through the
+fan-out, pass low-duplicate hashes through the Bloom filter, and collect the result."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pyarrow as pa
+
+from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
+from algorithms.frequencies.choice import ColumnFrequencies, PlannedColumn, plan
+from algorithms.frequencies.collect import write
+from core.bloom import BloomFilter
+from core.settings import Settings
+from fleet.fanout import Progress, fan_out, results
+from fleet.invokers import Invoker
+from fleet.jobs import JobScope
+from fleet.protocol import (
+    FREQUENCY_CONFIRM,
+    FREQUENCY_REDUCE,
+    FREQUENCY_SEND,
+    FrequencyResult,
+    FrequencyTask,
+    StepEvent,
+)
+from metastore import files
+from metastore.layout import Layout
+from metastore.reader import TableStatistics
+from metastore.store import Store
+
+BLOOM_ERROR_RATE = 0.01
+
+
+def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[str, pa.Table],
+            stats_dirs: dict[str, str], invoker: Invoker, settings: Settings, layout: Layout,
+            out: Store, progress: Progress | None = None) -> dict[str, ColumnFrequencies]:
+    """Write `out`/frequencies.parquet for the table; returns each column's outcome.
+    `partitions` maps a partition to its statistics table, `stats_dirs` to its directory."""
+    paths = sorted(partitions)
+    by_path = {p: {r["column"]: r for r in partitions[p].to_pylist()} for p in paths}
+    schemas = {p: files.data_schema_of(partitions[p]) for p in paths}
+    columns = plan(table_schema, table_rows, by_path, settings.frequencies, invoker.workers)
+
+    def per_partition(step: str, algorithms: tuple[str, ...]) -> list[StepEvent]:
+        events = []
+        for i, p in enumerate(paths):
+            specs = [c.for_partition(schemas[p].field(c.field.name)) for c in columns
+                     if c.result.algorithm in algorithms and p in c.stats]
+            if specs:
+                events.append(StepEvent(step, p, FrequencyTask(i, specs, stats_dirs[p])))
+        return events
+
+    binned = [c for c in columns if c.result.algorithm == BINNED]
+    bins = max((c.spec.bins for c in binned), default=0)
+    per_bin = [StepEvent(FREQUENCY_REDUCE, f"bin {b}", FrequencyTask(
+        b, [c.spec for c in binned if b < c.spec.bins])) for b in range(bins)]
+
+    with JobScope(settings.redis_url, layout) as scope:
+        def run(events: list[StepEvent], step: str) -> list[FrequencyResult]:
+            done = results(fan_out(invoker, scope, events, max_attempts=settings.max_attempts,
+                                   timeout=settings.timeout, progress=progress,
+                                   label=f"table frequencies: {step}"))
+            _add_bytes(columns, done)
+            return done
+
+        run(per_partition(FREQUENCY_SEND, (LOW_DISTINCT, LOW_DUPLICATE, BINNED)), "send")
+        for c in columns:
+            if c.result.algorithm == LOW_DUPLICATE:
+                _candidates(c, scope)
+        confirm = per_partition(FREQUENCY_CONFIRM, (LOW_DUPLICATE,))
+        done = run(confirm + per_bin, "reduce")
+        if progress:
+            progress(0, 1, "table frequencies: write")
+        write(out, columns, scope, len(paths), done[:len(confirm)], done[len(confirm):])
+    return {c.field.name: c.result for c in columns}
+
+
+def _add_bytes(columns: list[PlannedColumn], done: list[FrequencyResult]) -> None:
+    by_k = {c.k: c for c in columns}
+    for result in done:
+        for outcome in result.columns:
+            by_k[outcome.k].result.bytes += outcome.bytes
+
+
+def _candidates(c: PlannedColumn, scope: JobScope) -> None:
+    """Low-duplicate step 2: every partition's hashes through one Bloom filter; the hashes it
+    has (probably) seen before, and those repeated within a partition, are the candidates,
+    broadcast through Redis. A partition's values are distinct, so a batch is probed whole
+    before it is added; one batch is in memory at a time."""
+    bloom = BloomFilter.sized(sum(r["distinct_count"] or 0 for r in c.stats.values()),
+                              BLOOM_ERROR_RATE)
+    candidates = []
+    for batch in itertools.chain.from_iterable(scope.objects.stream(channel(c.k, "hashes"), 0)):
+        hashes = batch["hash"].to_numpy()
+        seen = bloom.contains(hashes) | batch["repeated"].to_numpy(zero_copy_only=False)
+        candidates.append(hashes[seen])
+        bloom.add(hashes)
+    unique = np.unique(np.concatenate(candidates)) if candidates else np.empty(0, np.uint64)
+    c.result.bytes += scope.small.put(channel(c.k, "candidates"), 0, 0, pa.table({"hash": unique}))
+
+
+def recompute(stats_root: str, invoker: Invoker, settings: Settings, out: Store,
+              columns: list[str] | None = None, progress: Progress | None = None
+              ) -> dict[str, ColumnFrequencies]:
+    """Reduce the published version's partition frequencies again (all columns, or
+    `columns`) into `out`/frequencies.parquet, e.g. with another algorithm: no data is read."""
+    stats = TableStatistics(stats_root)
+    wanted = pa.schema([f for f in stats.schema() if columns is None or f.name in columns])
+    rows = {r["column"]: r for r in stats.statistics(columns=wanted.names).to_pylist()}
+    partitions = {p: stats.statistics(partition=p) for p in stats.manifest["partitions"]}
+    dirs = {p: stats.partition_dir(p).uri for p in partitions}
+    return compute(wanted, [rows[n] for n in wanted.names], partitions, dirs, invoker, settings,
+                   stats.layout, out, progress)

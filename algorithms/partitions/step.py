@@ -1,0 +1,48 @@
+"""The worker side of partition statistics: a data file's statistics into its directory."""
+from __future__ import annotations
+
+from algorithms.partitions import kernel
+from core.settings import PartitionSettings
+from fleet.protocol import (
+    PARTITION_STATISTICS,
+    PartitionResult,
+    PartitionTask,
+    StepEvent,
+)
+from metastore.layout import STATISTICS, Layout
+from metastore.store import DataFile, Store, s3_client
+
+
+def partition_statistics(event: StepEvent) -> PartitionResult:
+    """Bad data fails the partition for good (status failed, not retried); other errors
+    raise, and the fan-out retries them."""
+    task: PartitionTask = event.task
+    settings = PartitionSettings(task.max_bins, task.bloom_min_distinct)
+    try:
+        stats = kernel.compute(Store(task.table), task.rel_path, settings)
+    except kernel.PartitionError as e:
+        return PartitionResult(task.rel_path, task.fingerprint, "failed", error=str(e))
+    kernel.write(stats, Store(task.stats_dir))
+    return PartitionResult(task.rel_path, task.fingerprint, "ok", row_count=stats.row_count)
+
+
+def statistics_of_object(table: str, rel_path: str, layout: Layout,
+                         settings: PartitionSettings) -> PartitionResult:
+    """Statistics of an S3 object as it is now, for an event that says it changed. The event
+    is only a hint (events come late, twice, out of order): the object is looked at (HEAD)
+    and its content's statistics go to the directory of its fingerprint, which makes a
+    duplicate event cost one HEAD."""
+    bucket, key = Store(table).path(rel_path).split("/", 1)
+    try:
+        head = s3_client().head_object(Bucket=bucket, Key=key)
+    except s3_client().exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return PartitionResult(rel_path, "", "gone")
+        raise
+    data_file = DataFile(rel_path, head["ContentLength"], head["ETag"].strip('"'))
+    out = layout.partition(rel_path, data_file.fingerprint)
+    if out.exists(STATISTICS):
+        return PartitionResult(rel_path, data_file.fingerprint, "ok", reused=True)
+    return partition_statistics(StepEvent(PARTITION_STATISTICS, rel_path, PartitionTask(
+        table, rel_path, data_file.fingerprint, out.uri, settings.max_bins,
+        settings.bloom_min_distinct)))

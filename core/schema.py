@@ -1,0 +1,97 @@
+"""The statistics format: the schema of each file, with the meaning of every field beside it.
+
+Per partition (one data file) and per table version, three Parquet files:
+
+- statistics.parquet   one row per table column, in table order; one column per statistic.
+- frequencies.parquet  (column, value, frequency): exact value counts of every column,
+                       ordered by column (table order), then decreasing frequency, then value
+                       bytes (per partition: ties in the order values first appear).
+- histograms.parquet   one struct column per binned table column, one row per bin.
+
+Readers, writers, the CLI's JSON and the Spark bridge all derive from these definitions.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+# (name, type, meaning). Text statistics hold canonical lossless text (core.types.to_text).
+STATISTICS_FIELDS: list[tuple[str, pa.DataType, str]] = [
+    ("column", pa.string(), "column name"),
+    ("type", pa.string(), "Arrow type of the column"),
+    ("row_count", pa.int64(), "rows"),
+    ("null_count", pa.int64(), "null values"),
+    ("nan_count", pa.int64(), "NaN values (floating-point columns only)"),
+    ("distinct_count", pa.int64(), "distinct non-null values; NaN counts once, -0.0 = 0.0"),
+    ("distinct_count_exact", pa.bool_(), "false when distinct_count is a sketch estimate"),
+    ("min", pa.string(), "smallest non-null, non-NaN value (infinities are values)"),
+    ("max", pa.string(), "largest non-null, non-NaN value"),
+    ("sum", pa.string(), "exact sum of non-null, non-NaN values (numeric columns)"),
+    ("mean", pa.float64(), "mean of non-null, non-NaN values (numeric columns)"),
+    ("stddev", pa.float64(), "sample standard deviation (n-1) of the same values"),
+    ("min_length", pa.int64(), "shortest value: characters for strings, bytes for binary"),
+    ("max_length", pa.int64(), "longest value"),
+    ("avg_length", pa.float64(), "mean value length"),
+    ("true_count", pa.int64(), "true values (boolean columns)"),
+    ("histogram_exponent", pa.int16(),
+     "histogram bins are 2**exponent wide in the binning domain (see histograms.parquet)"),
+    ("frequencies_complete", pa.bool_(),
+     "true when frequencies.parquet holds every value of the column; false at table level "
+     "when values seen once are left out (see frequency_algorithm)"),
+    ("frequency_algorithm", pa.string(),
+     "table level: how the exact frequencies were reduced: low-distinct, low-duplicate or "
+     "binned (algorithms.frequencies)"),
+    ("singleton_count", pa.int64(),
+     "table level: values seen exactly once; when frequencies_complete is false these are "
+     "the values left out of frequencies.parquet"),
+    # binary columns below: the bulk of the file, skipped by readers that do not need them
+    ("ndv_sketch", pa.binary(),
+     "KMV distinct-count sketch: the up to 4,096 smallest 64-bit hashes (core.hashing) "
+     "of the distinct values' canonical text, little-endian uint64; exact below 4,096 values"),
+    ("quantile_sketch", pa.binary(),
+     "Apache DataSketches KLL doubles sketch (k 200) of the values in the binning domain; "
+     "answers quantiles where the table's frequencies leave out values seen once"),
+    ("bloom_filter", pa.binary(),
+     "partition level, columns with more than 1,000 distinct values: Bloom filter of the "
+     "values' canonical text (core.bloom), 1% false positives"),
+]
+STATISTICS_SCHEMA = pa.schema([pa.field(n, t) for n, t, _ in STATISTICS_FIELDS])
+STATISTIC_NAMES = [n for n, _, _ in STATISTICS_FIELDS]
+SKETCH_NAMES = ("ndv_sketch", "quantile_sketch", "bloom_filter")
+
+FREQUENCIES_SCHEMA = pa.schema([
+    pa.field("column", pa.string()),      # column name
+    pa.field("value", pa.string()),       # canonical text of the value; nulls are not values
+    pa.field("frequency", pa.int64()),    # rows holding the value
+])
+# a row group never holds two columns' values, so that one column's lookup reads its own only
+FREQUENCIES_ROW_GROUP = 65_536
+
+# histograms.parquet: one column per binned table column, each cell a struct
+# {lower, upper, count}. Bins are aligned on a power-of-two grid in the binning domain:
+# integers, dates, times and timestamps bin their integer storage (a bin holds lower <= v <= upper),
+# floats and decimals bin their float64 value (a bin holds lower <= v < upper). Infinities get
+# bins of their own with lower = upper = -inf or +inf. Because every grid nests in any coarser
+# one, partition histograms re-bin into the table's exactly: the table histogram equals the one
+# computed over all the rows at once. Field metadata keeps the grid (exponent, first bin index)
+# and the binned values' range (integer bins' outer edges are clipped to it).
+HISTOGRAM_EXPONENT_KEY = b"lakestats.exponent"
+HISTOGRAM_START_KEY = b"lakestats.first_bin"
+HISTOGRAM_RANGE_KEYS = (b"lakestats.low", b"lakestats.high")   # smallest, largest binned value
+
+
+def histogram_cell_type(edge_type: pa.DataType) -> pa.DataType:
+    return pa.struct([("lower", edge_type), ("upper", edge_type), ("count", pa.int64())])
+
+
+# ranks.parquet (table level, on request): one row per distinct non-null value of each ranked
+# column, ordered by column (table order), then rank. Row groups are small and rank-sorted, so
+# a quantile lookup reads one.
+RANKS_SCHEMA = pa.schema([
+    pa.field("column", pa.string()),      # column name
+    pa.field("value", pa.string()),       # canonical text of the value
+    pa.field("rank", pa.int64()),         # SQL RANK(): 1 + the number of smaller non-null values
+    pa.field("count", pa.int64()),        # rows holding the value
+    pa.field("last", pa.int64()),         # rank + count - 1: the value's last 1-based position
+])
+RANKS_ROW_GROUP = 16_384
+RANKED_COLUMNS_KEY = b"lakestats.ranked_columns"

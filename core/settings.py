@@ -1,0 +1,91 @@
+"""One settings object for a run: every tunable with its default, read in one place.
+
+Entry points (the command line, the Lambda handlers, `lakestats watch`, the worker entry) build
+a Settings from the environment (`from_env`) and their own flags, and pass it down; nothing
+below them reads the environment.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Mapping
+
+DEFAULT_BINS = 1000                 # histogram bins (10,000 selectable)
+BLOOM_MIN_DISTINCT = 1000           # more distinct values in a partition: a Bloom filter
+LOW_DISTINCT_MAX = 1_000_000        # sized to the coordinator's Redis
+LOW_DUPLICATE_MAX = 1_000_000       # repeated values one function can confirm
+FREQUENCY_ALGORITHMS = ("low-distinct", "low-duplicate", "binned")
+MAX_ATTEMPTS = 3
+TIMEOUT_SECONDS = 900.0             # AWS Lambda's longest run
+REDUCE_WINDOW_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class PartitionSettings:
+    """What a partition's statistics depend on: a change recomputes every partition."""
+    max_bins: int = DEFAULT_BINS
+    bloom_min_distinct: int = BLOOM_MIN_DISTINCT
+
+
+@dataclass(frozen=True)
+class FrequencySettings:
+    """How table-level frequencies are reduced: a change reduces the stored partitions again."""
+    algorithm: str = "auto"              # or one of FREQUENCY_ALGORITHMS, for every column
+    low_distinct_max: int = LOW_DISTINCT_MAX
+    low_duplicate_max: int = LOW_DUPLICATE_MAX
+    all_values: bool = False             # keep values seen once for near-unique columns too
+
+
+@dataclass(frozen=True)
+class Settings:
+    partition: PartitionSettings = field(default_factory=PartitionSettings)
+    frequencies: FrequencySettings = field(default_factory=FrequencySettings)
+    redis_url: str | None = None         # the coordinator's Redis (None: the CLI embeds one)
+    allow_partial: bool = False          # publish over the good partitions when some fail
+    max_attempts: int = MAX_ATTEMPTS     # per call of a step
+    timeout: float = TIMEOUT_SECONDS     # a call running longer is stopped and retried
+    workers: int | None = None           # concurrent workers (None: the invoker's default)
+    steps_function: str | None = None    # the AWS Lambda function that runs steps
+    spark_master: str | None = None      # for a SparkSession lakestats starts itself
+    tables: tuple[str, ...] = ()         # table roots whose object events are followed
+    reduce_window: float = REDUCE_WINDOW_SECONDS   # changes coalesce this long into one version
+    reduce_queue_url: str | None = None  # where delayed reduction requests go (AWS)
+
+    def recorded(self) -> dict:
+        """What published statistics depend on, as the manifest records it."""
+        return {"partition": asdict(self.partition), "table": asdict(self.frequencies)}
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Settings:
+        plain = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        plain["partition"] = PartitionSettings(**data.get("partition", {}))
+        plain["frequencies"] = FrequencySettings(**data.get("frequencies", {}))
+        plain["tables"] = tuple(data.get("tables", ()))
+        return cls(**plain)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """The settings the environment gives (template.yaml sets these on AWS Lambda)."""
+        def number(name: str, default, kind=int):
+            return kind(env[name]) if env.get(name) else default
+
+        tables = [t for t in env.get("LAKESTATS_TABLES", "").split(",")]
+        bucket = env.get("LAKESTATS_BUCKET")
+        if bucket:
+            tables += [f"s3://{bucket}/{p.strip().strip('/')}"
+                       for p in env.get("LAKESTATS_TABLE_PREFIXES", "").split(",") if p.strip()]
+        return cls(
+            partition=PartitionSettings(number("LAKESTATS_BINS", DEFAULT_BINS),
+                                        number("LAKESTATS_BLOOM_MIN_DISTINCT", BLOOM_MIN_DISTINCT)),
+            frequencies=FrequencySettings(
+                low_distinct_max=number("LAKESTATS_LOW_DISTINCT_MAX", LOW_DISTINCT_MAX),
+                low_duplicate_max=number("LAKESTATS_LOW_DUPLICATE_MAX", LOW_DUPLICATE_MAX)),
+            redis_url=env.get("REDIS_URL") or None,
+            steps_function=env.get("LAKESTATS_STEPS_FUNCTION") or env.get("LAKESTATS_FUNCTION")
+            or None,
+            spark_master=env.get("SPARK_MASTER") or None,
+            tables=tuple(t.strip().rstrip("/") for t in tables if t.strip()),
+            reduce_window=number("LAKESTATS_REDUCE_WINDOW_SECONDS", REDUCE_WINDOW_SECONDS, float),
+            reduce_queue_url=env.get("LAKESTATS_REDUCE_QUEUE_URL") or None)

@@ -1,0 +1,193 @@
+"""How each Arrow type is treated: its statistics kind and its canonical lossless text.
+
+Every layer (kernel, reduction, CLI, Spark bridge) renders values through `to_text`, so a
+value has one spelling everywhere: ISO 8601 for temporal values (with the UTC offset when
+zoned), the shortest round-trip text for floats, exact decimal text, lowercase hex for binary.
+"""
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+BOOLEAN, INTEGER, FLOAT, DECIMAL, TEMPORAL, STRING, BINARY, OTHER = (
+    "boolean", "integer", "float", "decimal", "temporal", "string", "binary", "other")
+
+# decimal256 holds 76 digits; Python's default context would round sums to 28
+EXACT_DECIMALS = decimal.Context(prec=120)
+
+NUMERIC_KINDS = (INTEGER, FLOAT, DECIMAL)            # sum, mean, stddev
+BINNED_KINDS = (INTEGER, FLOAT, DECIMAL, TEMPORAL)   # histograms and KLL sketches
+LENGTH_KINDS = (STRING, BINARY)                      # min/max/avg length
+
+
+def kind_of(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t):
+        return kind_of(t.value_type)
+    if pa.types.is_boolean(t):
+        return BOOLEAN
+    if pa.types.is_integer(t):
+        return INTEGER
+    if pa.types.is_floating(t):
+        return FLOAT
+    if pa.types.is_decimal(t):
+        return DECIMAL
+    if pa.types.is_temporal(t):
+        return TEMPORAL
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return STRING
+    if (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+            or pa.types.is_fixed_size_binary(t)):
+        return BINARY
+    return OTHER
+
+
+def value_type(t: pa.DataType) -> pa.DataType:
+    """The type statistics are computed in: dictionaries decoded, float16 widened
+    (Arrow's kernels do not cover it), views made plain."""
+    if pa.types.is_dictionary(t):
+        return value_type(t.value_type)
+    if pa.types.is_float16(t):
+        return pa.float32()
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    return t
+
+
+def storage_type(t: pa.DataType) -> pa.DataType:
+    """The integer type a temporal type's values are stored as (Arrow views one as the other)."""
+    return pa.int32() if t.bit_width == 32 else pa.int64()
+
+
+def integers(arr: pa.Array) -> pa.Array:
+    """Integers as they are; temporal values as their storage integers (no copy)."""
+    return arr if pa.types.is_integer(arr.type) else arr.view(storage_type(arr.type))
+
+
+def normalize(arr: pa.Array) -> pa.Array:
+    """Values in their statistics type, with -0.0 folded into 0.0 and every NaN made one NaN,
+    so that hashing (distinct counts, frequencies) sees value equality."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    target = value_type(arr.type)
+    if target != arr.type:
+        arr = arr.cast(target)
+    if pa.types.is_floating(arr.type):
+        arr = pc.add(arr, pa.scalar(0.0, arr.type))  # -0.0 + 0.0 == +0.0
+        arr = pc.if_else(pc.is_nan(arr), pa.scalar(float("nan"), arr.type), arr)
+    return arr
+
+
+def to_text(arr: pa.Array) -> pa.Array:
+    """Canonical lossless text of each value (nulls stay null)."""
+    t = arr.type
+    if pa.types.is_timestamp(t):
+        return _timestamp_text(arr)
+    if pa.types.is_date64(t):
+        return arr.cast(pa.date32()).cast(pa.string())
+    if pa.types.is_boolean(t):
+        return pc.if_else(arr, "true", "false")
+    if kind_of(t) == BINARY:
+        return pa.array([None if v is None else v.hex() for v in arr.to_pylist()], pa.string())
+    if pa.types.is_duration(t):
+        return arr.cast(pa.int64()).cast(pa.string())
+    if pa.types.is_floating(t):
+        text = arr.cast(pa.string())
+        return pc.replace_substring_regex(text, r"^-0$", "0")
+    return arr.cast(pa.string())
+
+
+_DIGITS = {"s": 0, "ms": 3, "us": 6, "ns": 9}
+
+
+def _timestamp_text(arr: pa.Array) -> pa.Array:
+    # Rendered from whole seconds plus an integer fraction: Arrow's own conversion to local time
+    # wraps around near the ends of int64 nanoseconds. Offsets are +hh:mm, with :ss appended when
+    # the zone's offset has seconds (local mean time before standard time), as java.time does.
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    tz, digits = arr.type.tz, _DIGITS[arr.type.unit]
+    ticks = pc.fill_null(arr.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    secs, fraction = np.divmod(ticks, 10 ** digits)
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    seconds = pa.array(secs, pa.timestamp("s", tz), mask=null)
+    text = pc.strftime(seconds, format="%Y-%m-%dT%H:%M:%S")
+    if digits:
+        text = pc.binary_join_element_wise(text, _padded(fraction, digits), ".")
+    if tz is None:
+        return text
+    local = pc.fill_null(pc.local_timestamp(seconds).view(pa.int64()), 0)
+    offset = local.to_numpy(zero_copy_only=False) - secs       # seconds east of UTC
+    magnitude = np.abs(offset)
+    sign = pc.if_else(pa.array(offset < 0), "-", "+")
+    hh_mm = pc.binary_join_element_wise(_padded(magnitude // 3600, 2),
+                                        _padded(magnitude // 60 % 60, 2), ":")
+    ss = pc.if_else(pa.array(magnitude % 60 != 0),
+                    pc.binary_join_element_wise(":", _padded(magnitude % 60, 2), ""), "")
+    return pc.binary_join_element_wise(text, sign, hh_mm, ss, "")
+
+
+def _padded(numbers: np.ndarray, width: int) -> pa.Array:
+    return pc.utf8_lpad(pa.array(numbers).cast(pa.string()), width, "0")
+
+
+def scalar_text(value: pa.Scalar) -> str | None:
+    if value is None or not value.is_valid:
+        return None
+    return to_text(pa.repeat(value, 1))[0].as_py()
+
+
+def from_text(texts: list[str | None] | pa.Array, t: pa.DataType) -> pa.Array:
+    """Parse canonical text back into typed values (the inverse of `to_text`)."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    arr = texts.cast(pa.string()) if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
+    t = value_type(t)
+    if kind_of(t) == BINARY:
+        return pa.array([None if v is None else bytes.fromhex(v) for v in arr.to_pylist()], t)
+    if pa.types.is_boolean(t):
+        return pc.equal(arr, "true")
+    if pa.types.is_duration(t):
+        return arr.cast(pa.int64()).cast(t)
+    if pa.types.is_time(t):        # Arrow cannot cast text to time: parse it as a time on 1970-01-01
+        stamps = pc.binary_join_element_wise("1970-01-01T", arr, "")
+        ticks = from_text(stamps, pa.timestamp(t.unit)).cast(pa.int64())
+        return ticks.cast(storage_type(t)).view(t)
+    if pa.types.is_timestamp(t):
+        return _parse_timestamps(arr, t)
+    return arr.cast(t)
+
+
+_TIMESTAMP = (r"^(?P<main>.*T\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d+))?"
+              r"(?P<offset>[+-]\d\d:\d\d|Z)?(?::(?P<offset_seconds>\d\d))?$")
+
+
+def _parse_timestamps(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """Whole seconds (and the offset) through Arrow's parser, the fraction and any offset
+    seconds as integers: Arrow's nanosecond parser overflows within a second of int64's ends."""
+    parts = pc.extract_regex(arr, _TIMESTAMP)
+    if parts.null_count > arr.null_count:     # not canonical text (a date alone, a space): Arrow's
+        fine = pa.timestamp("ns" if t.unit == "ns" else "us", None if t.tz is None else "UTC")
+        return arr.cast(fine).cast(t)
+    main, fraction, offset, offset_seconds = parts.flatten()   # nulls where the text is null
+    seconds = pc.binary_join_element_wise(main, offset, "").cast(
+        pa.timestamp("s", None if t.tz is None else "UTC"))
+    ticks = pc.fill_null(seconds.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    digits = _DIGITS[t.unit]
+    scale = np.int64(10 ** digits)
+    with np.errstate(over="ignore"):   # int64 wraps; the final value is in range
+        ticks = ticks * scale
+        if digits:
+            frac = pc.utf8_slice_codeunits(pc.utf8_rpad(fraction, digits, "0"), 0, digits)
+            ticks = ticks + pc.fill_null(frac.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        extra = pc.fill_null(pc.if_else(pc.equal(offset_seconds, ""), "0", offset_seconds)
+                             .cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        if extra.any():                # +05:53:28 parsed as +05:53: 28 more seconds east
+            east = pc.starts_with(offset, "+").to_numpy(zero_copy_only=False)
+            ticks = ticks - np.where(east, extra, -extra) * scale
+    null = arr.is_null().to_numpy(zero_copy_only=False)
+    return pa.array(ticks, pa.int64(), mask=null).view(t)

@@ -1,0 +1,133 @@
+"""LocalInvoker: worker processes on this machine, each standing for one function instance.
+
+Each worker is a process of its own, spawned (it shares no state with the coordinator), that
+runs the worker entry point on one event at a time; a thread per worker feeds it calls from a
+shared queue. Stopping a call (`cancel`) kills the process running it: only that call fails,
+and a fresh process takes the worker's next call. A worker that dies fails only the call it
+held. A process pool would not do: one dead worker breaks a ProcessPoolExecutor for every
+call in flight.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import threading
+import time
+
+from fleet.invokers.base import Invocation, Invoker
+from fleet.protocol import WORKER_ENTRY, InvocationError, resolve
+
+_SPAWN = multiprocessing.get_context("spawn")   # forking a process with threads can hang
+
+
+def _serve(conn, entry: str) -> None:
+    """A worker process: one event in, one (status, payload) out, until the pipe closes."""
+    import pyarrow as pa
+    pa.set_cpu_count(1)      # one process stands for one function: one core, no oversubscription
+    run = resolve(entry)
+    while True:
+        try:
+            event = conn.recv()
+        except (EOFError, KeyboardInterrupt):
+            return
+        try:
+            reply = ("ok", run(event))
+        except Exception as e:  # noqa: BLE001 - the step's failure goes back to the caller
+            reply = ("error", f"{type(e).__name__}: {e}")
+        conn.send(reply)
+
+
+class _Worker:
+    """One worker process and the call it runs."""
+
+    def __init__(self, entry: str):
+        self.entry = entry
+        self.process = None
+        self.conn = None
+        self.current: Invocation | None = None
+        self.stopped = False
+
+    def run(self, event: dict, invocation: Invocation) -> dict:
+        if self.process is None or not self.process.is_alive():
+            self.conn, child = _SPAWN.Pipe()
+            self.process = _SPAWN.Process(target=_serve, args=(child, self.entry), daemon=True)
+            self.process.start()
+            child.close()
+        self.current, self.stopped = invocation, False
+        invocation.started = time.monotonic()
+        try:
+            self.conn.send(event)
+            status, payload = self.conn.recv()     # EOFError once the process is gone
+        except (EOFError, OSError):
+            self.process.join(5)
+            self.process = None
+            raise InvocationError("stopped: ran too long" if self.stopped
+                                  else "worker process died") from None
+        finally:
+            self.current = None
+        if status == "error":
+            raise InvocationError(payload)
+        return payload
+
+    def stop(self) -> None:
+        """Kill the process (SIGKILL ends a stopped one too): its call fails at once."""
+        self.stopped = True
+        if self.process is not None:
+            self.process.kill()
+
+    def close(self) -> None:
+        if self.process is not None and self.process.is_alive():
+            self.conn.close()                      # the process ends at its next receive
+            self.process.join(5)
+            if self.process.is_alive():
+                self.process.kill()
+
+
+class LocalInvoker(Invoker):
+    def __init__(self, workers: int | None = None, entry: str = WORKER_ENTRY):
+        self.workers = workers or os.cpu_count() or 1
+        self._calls: queue.SimpleQueue = queue.SimpleQueue()
+        self._workers = [_Worker(entry) for _ in range(self.workers)]
+        self._threads = [threading.Thread(target=self._feed, args=(w,), daemon=True,
+                                          name=f"lakestats-worker-{i}")
+                         for i, w in enumerate(self._workers)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, event: dict) -> Invocation:
+        invocation = Invocation()
+        self._calls.put((event, invocation))
+        return invocation
+
+    def _feed(self, worker: _Worker) -> None:
+        while (item := self._calls.get()) is not None:
+            event, invocation = item
+            if not invocation.set_running_or_notify_cancel():
+                continue                           # withdrawn before it started
+            try:
+                invocation.set_result(worker.run(event, invocation))
+            except InvocationError as e:
+                invocation.set_exception(e)
+            except Exception as e:  # noqa: BLE001 - e.g. no process could start: the call fails
+                invocation.set_exception(InvocationError(f"{type(e).__name__}: {e}"))
+
+    def cancel(self, invocation: Invocation) -> bool:
+        for worker in self._workers:
+            if worker.current is invocation:
+                worker.stop()
+                return True
+        return invocation.cancel()
+
+    def pids(self) -> list[int]:
+        """Worker process ids (for operators and fault-injection tests)."""
+        return [w.process.pid for w in self._workers
+                if w.process is not None and w.process.is_alive()]
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._calls.put(None)
+        for t in self._threads:
+            t.join()
+        for w in self._workers:
+            w.close()

@@ -1,0 +1,272 @@
+"""The step protocol: how the coordinator and the workers talk, and every Redis key lakestats
+writes.
+
+A step is a function that runs on a worker, named by its dotted path (STEPS). The coordinator
+never imports it: it sends a StepEvent, as JSON (the payload an AWS Lambda function receives),
+through an invoker; the worker's entry point imports the step by its name, calls it, records
+the result in Redis and answers with it, as JSON too. Each step's arguments (its task) and its
+result are typed dataclasses below; `to_json` / `from_json` convert any of them.
+
+Redis keys, all with a TTL:
+
+  lakestats:job:<job>:attempts             hash  call -> attempts so far            JOB_TTL
+  lakestats:job:<job>:results              hash  call -> the step's result (JSON)   JOB_TTL
+  lakestats:job:<job>:frequencies:<k>[:from:<sender>]   sorted sets of a column     JOB_TTL
+  lakestats:job:<job>:exchange:<channel>:<receiver>     hash sender -> Arrow IPC    JOB_TTL
+  lakestats:lock:<stats root>              the publication lock                     LOCK_TTL
+  lakestats:version:<stats root>           the last version number handed out       JOB_TTL
+  lakestats:reduce:<table>                 a table's open reduction window          the window
+  lakestats:idempotency:change#<hash>      an object event already handled          IDEMPOTENCY_TTL
+
+A job deletes its keys when it ends, failed or not; the TTLs clean up after a coordinator that
+died.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import types
+import typing
+from dataclasses import dataclass
+
+JOB_TTL_SECONDS = 6 * 3600
+LOCK_TTL_SECONDS = 60               # the lock covers a version number and a pointer swap
+IDEMPOTENCY_TTL_SECONDS = 24 * 3600
+IDEMPOTENCY_PREFIX = "lakestats:idempotency:change"
+
+
+class InvocationError(Exception):
+    """A call failed (the worker died, the function or the step raised): worth a retry."""
+
+
+class Throttled(InvocationError):
+    """The backend refused the call for now (too many requests): retried after a pause, and
+    not counted as an attempt."""
+
+
+class StepFailed(Exception):
+    """A call of a step failed after all its attempts; the message names the step and call."""
+
+
+class ProtocolError(ValueError):
+    """An event that is not a registered step's."""
+
+
+# -- keys
+
+
+def job_key(job: str, name: str) -> str:
+    return f"lakestats:job:{job}:{name}"
+
+
+def frequency_set(job: str, column: int, sender: int | None = None) -> str:
+    """Column k's frequencies: member = value text, score = -frequency (ascending order is
+    decreasing frequency, ties by value bytes). Each sender fills a set of its own."""
+    key = job_key(job, f"frequencies:{column}")
+    return key if sender is None else f"{key}:from:{sender}"
+
+
+def exchange_key(job: str, channel: str, receiver: int) -> str:
+    return job_key(job, f"exchange:{channel}:{receiver}")
+
+
+def publish_lock(stats_root: str) -> str:
+    return f"lakestats:lock:{stats_root}"
+
+
+def version_counter(stats_root: str) -> str:
+    return f"lakestats:version:{stats_root}"
+
+
+def reduce_window(table: str) -> str:
+    return f"lakestats:reduce:{table}"
+
+
+def channel(algorithm: str, column: int, name: str) -> str:
+    """An exchange channel: per algorithm and column (a job may work on several columns)."""
+    return f"{algorithm}-{column}-{name}"
+
+
+# -- tasks and results of the steps
+
+
+@dataclass(frozen=True)
+class PartitionTask:
+    """Statistics of one data file, written to stats_dir."""
+    table: str
+    rel_path: str
+    fingerprint: str
+    stats_dir: str
+    max_bins: int
+    bloom_min_distinct: int
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    rel_path: str
+    fingerprint: str
+    status: str                     # ok | failed (bad data: not retried) | gone
+    row_count: int | None = None
+    error: str | None = None
+    reused: bool = False            # the statistics already existed
+
+
+@dataclass(frozen=True)
+class FrequencyColumn:
+    """One column in a frequency step."""
+    k: int                          # the column's index in the job
+    name: str
+    algorithm: str                  # low-distinct | low-duplicate | binned
+    keep_once: bool                 # values seen once are listed too
+    bins: int | None = None         # binned: reducers
+    type: str | None = None         # binned: the table's field (encoded schema)
+    low: int | None = None          # binned by range: the table's min and max storage integers
+    high: int | None = None
+    retype: tuple[str, str] | None = None   # (partition field, table field) when they differ
+
+
+@dataclass(frozen=True)
+class FrequencyTask:
+    index: int                      # the sender (a partition) or receiver (a bin)
+    columns: list[FrequencyColumn]
+    stats_dir: str | None = None    # the partition's statistics (send, confirm)
+
+
+@dataclass(frozen=True)
+class ColumnOutcome:
+    k: int
+    bytes: int = 0                  # moved through Redis or the exchange
+    reports: int = 0                # confirm: candidates this partition holds
+    distinct: int = 0               # reduce: distinct values in the bin
+    singletons: int = 0             # reduce: values seen once in the bin
+
+
+@dataclass(frozen=True)
+class FrequencyResult:
+    columns: list[ColumnOutcome]
+
+
+@dataclass(frozen=True)
+class RankTask:
+    index: int                      # the partition (sample, scatter) or range (merge)
+    column: int                     # the column's index in the job
+    field: str                      # the table's field (encoded schema)
+    table: str | None = None        # sample: where the data file is
+    rel_path: str | None = None
+    samples: int | None = None
+
+
+@dataclass(frozen=True)
+class RankResult:
+    values: int = 0
+    distinct: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class BatchTask:
+    """One SQS batch through the partition Lambda handler, off AWS (`lakestats watch`)."""
+    sqs_event: dict
+    seconds: float                  # the Lambda time the batch is given
+    settings: dict                  # core.settings.Settings, as JSON
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    response: dict                  # the handler's partial batch response
+    reductions: list[str]           # tables whose reduction window this batch opened
+
+
+PARTITION_STATISTICS = "algorithms.partitions.step.partition_statistics"
+FREQUENCY_SEND = "algorithms.frequencies.steps.send"
+FREQUENCY_CONFIRM = "algorithms.frequencies.steps.confirm"
+FREQUENCY_REDUCE = "algorithms.frequencies.steps.reduce"
+RANK_SAMPLE = "algorithms.ranks.steps.sample"
+RANK_SCATTER = "algorithms.ranks.steps.scatter"
+RANK_MERGE = "algorithms.ranks.steps.merge"
+SQS_BATCH = "functions.local.sqs_batch"
+# step -> (its task, its result): the only functions a worker will run
+STEPS: dict[str, tuple[type, type]] = {
+    PARTITION_STATISTICS: (PartitionTask, PartitionResult),
+    FREQUENCY_SEND: (FrequencyTask, FrequencyResult),
+    FREQUENCY_CONFIRM: (FrequencyTask, FrequencyResult),
+    FREQUENCY_REDUCE: (FrequencyTask, FrequencyResult),
+    RANK_SAMPLE: (RankTask, RankResult),
+    RANK_SCATTER: (RankTask, RankResult),
+    RANK_MERGE: (RankTask, RankResult),
+    SQS_BATCH: (BatchTask, BatchResult),
+}
+# what every invoker runs a StepEvent with: the steps function's code on AWS Lambda
+WORKER_ENTRY = "functions.worker.run"
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One call of a step. The coordinator's fan-out fills in the job's part."""
+    step: str                       # a key of STEPS
+    call: str                       # which call of the step: a partition's path, a bin, ...
+    task: object                    # STEPS[step][0]
+    job: str = ""                   # "" when no coordinator waits for the result
+    redis_url: str = ""
+    scratch: str = ""               # the job's object-store scratch space (the exchange)
+
+    @property
+    def name(self) -> str:
+        """The step's short name: its algorithm and function, e.g. frequencies.send."""
+        parts = self.step.split(".")
+        return f"{parts[-3]}.{parts[-1]}"
+
+    @property
+    def key(self) -> str:
+        """The call's name in the job's records."""
+        return f"{self.name}:{self.call}"
+
+    def to_json(self) -> dict:
+        return to_json(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> StepEvent:
+        if data.get("step") not in STEPS:
+            raise ProtocolError(f"not a lakestats step: {data.get('step')!r}")
+        task_type = STEPS[data["step"]][0]
+        return cls(**{**data, "task": from_json(task_type, data["task"])})
+
+    def result_from_json(self, data: dict):
+        return from_json(STEPS[self.step][1], data)
+
+
+def resolve(dotted: str):
+    """The function a dotted name points to."""
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+# -- JSON
+
+
+def to_json(obj) -> dict:
+    return dataclasses.asdict(obj)
+
+
+def from_json(cls: type, data):
+    """A dataclass (nested ones, lists, tuples and optionals of them too) from its JSON."""
+    return _decode(cls, data)
+
+
+def _decode(tp, value):
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _decode(inner[0], value) if len(inner) == 1 else value
+    if origin in (list, tuple):
+        args = typing.get_args(tp)
+        items = [_decode(args[0], v) for v in value]
+        return items if origin is list else tuple(items)
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return tp(**{f.name: _decode(hints[f.name], value[f.name])
+                     for f in dataclasses.fields(tp) if f.name in value})
+    return value
+

@@ -1,0 +1,19 @@
+"""The worker entry point: one StepEvent (JSON) in, its step's result (JSON) out. The steps
+function on AWS Lambda, the local invoker's worker processes and Spark tasks all run this.
+
+The step is imported by its dotted name, only if the protocol registers it. When a
+coordinator waits for the result, it is also recorded in the job's Redis records, where it
+survives an invocation that fails after the step was done.
+"""
+from __future__ import annotations
+
+from fleet.jobs import Job
+from fleet.protocol import StepEvent, resolve, to_json
+
+
+def run(event: dict) -> dict:
+    call = StepEvent.from_json(event)
+    result = to_json(resolve(call.step)(call))
+    if call.job:
+        Job(call.redis_url, call.job).record(call, result)
+    return result

@@ -1,0 +1,41 @@
+"""Where everything lives under a statistics root (by default <table>/_lakestats):
+
+    partitions/<rel_path>/<fingerprint>/  one data file's statistics, files below; its
+                                          statistics.parquet is written last and marks the
+                                          directory complete
+    versions/<version>/                   a table version: the same three files, manifest.json
+                                          and, when ranks were asked for, ranks.parquet
+    LATEST                                {"version": ...}: the published version, replaced
+                                          atomically once the version's files are all written
+    exchange/<job>/                       a running job's scratch space (the worker exchange),
+                                          deleted when the job ends
+"""
+from __future__ import annotations
+
+from metastore.store import Store
+
+STATISTICS, FREQUENCIES = "statistics.parquet", "frequencies.parquet"
+HISTOGRAMS, RANKS = "histograms.parquet", "ranks.parquet"
+MANIFEST, LATEST = "manifest.json", "LATEST"
+STATS_DIR = "_lakestats"       # hidden from the table's data files by its leading underscore
+
+
+class Layout:
+    """The paths of one statistics root."""
+
+    def __init__(self, stats_root: str):
+        self.root = Store(stats_root)
+        self.uri = self.root.uri
+
+    @classmethod
+    def of_table(cls, table_uri: str, stats_root: str | None = None) -> Layout:
+        return cls(stats_root or Store(table_uri).uri_of(STATS_DIR))
+
+    def partition(self, rel_path: str, fingerprint: str) -> Store:
+        return self.root.child("partitions", rel_path, fingerprint)
+
+    def version(self, version: str) -> Store:
+        return self.root.child("versions", version)
+
+    def scratch(self, job: str) -> Store:
+        return self.root.child("exchange", job)

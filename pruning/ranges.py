@@ -1,0 +1,214 @@
+"""What predicates over statistics compute with: value ranges, three-valued flags, and their
+arithmetic. A Range is a conservative [low, high] of an expression's possible non-null, non-NaN
+values over a partition's rows; Flags say whether a predicate may be true, false or null for
+some row. Spark semantics: NaN is above every number, comparisons with NULL are null."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from dataclasses import dataclass, replace
+
+from sqlglot import expressions as E
+
+
+@dataclass(frozen=True)
+class Range:
+    """Possible values of an expression over a partition's rows."""
+    low: object = None            # smallest possible non-null, non-NaN value (None: unbounded)
+    high: object = None
+    values: bool = True           # some row may have a non-null, non-NaN value
+    nulls: bool = True            # some row may be null
+    nan: bool = False             # some row may be NaN
+    known: bool = True            # False: nothing is known (unsupported expression)
+    column: str | None = None     # set when the expression is a bare column
+
+
+UNKNOWN = Range(known=False)
+
+
+def literal(value) -> Range:
+    if value is None:
+        return Range(values=False, nulls=True)
+    if isinstance(value, float) and value != value:
+        return Range(values=False, nulls=False, nan=True)
+    return Range(value, value, values=True, nulls=False)
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Three-valued outcome over a partition's rows."""
+    true: bool
+    false: bool
+    null: bool
+
+    def negated(self) -> "Flags":
+        return Flags(self.false, self.true, self.null)
+
+
+MAYBE = Flags(True, True, True)
+
+# -- arithmetic
+
+
+def _product_bounds(pairs) -> tuple:
+    """Interval multiplication: the extremes are among the corners, whatever the signs."""
+    products = [a * b for a, b in pairs]
+    return min(products), max(products)
+
+
+def _combine(a: Range, b: Range, low, high) -> Range:
+    return Range(low, high, values=a.values and b.values, nulls=a.nulls or b.nulls,
+                 nan=a.nan or b.nan)
+
+
+def arith(a: Range, b: Range, op: str) -> Range:
+    """a op b for op in + - * (interval arithmetic; dates plus days or months)."""
+    if not (a.known and b.known) or not (a.values and b.values):
+        return UNKNOWN if not (a.known and b.known) else _combine(a, b, None, None)
+    try:
+        if op == "+":
+            return _combine(a, b, _add(a.low, b.low), _add(a.high, b.high))
+        if op == "-":
+            return _combine(a, b, _add(a.low, _negate(b.high)), _add(a.high, _negate(b.low)))
+        low, high = _product_bounds([(a.low, b.low), (a.low, b.high), (a.high, b.low),
+                                     (a.high, b.high)])
+        return _combine(a, b, low, high)
+    except (TypeError, ValueError, OverflowError, decimal.InvalidOperation):
+        return UNKNOWN
+
+
+def _add(x, y):
+    if isinstance(y, Months):
+        return y.shift(x)
+    if isinstance(x, Months):
+        return x.shift(y)
+    if isinstance(x, (dt.date, dt.datetime)) and isinstance(y, int) and not isinstance(y, bool):
+        return x + dt.timedelta(days=y)           # date_add(d, n), d + n
+    return x + y
+
+
+def negated(a: Range) -> Range:
+    if not a.known or a.nan:
+        return UNKNOWN
+    return Range(_negate(a.high), _negate(a.low), values=a.values, nulls=a.nulls) \
+        if a.values else replace(a, column=None)
+
+
+def _negate(x):
+    return Months(-x.n) if isinstance(x, Months) else -x
+
+
+@dataclass(frozen=True)
+class Months:
+    """An interval of months or years: adding it is monotone (Spark clamps the day)."""
+    n: int
+
+    def shift(self, d):
+        if not isinstance(d, dt.date):
+            raise TypeError("months add to dates and timestamps only")
+        month = d.month - 1 + self.n
+        year, month = d.year + month // 12, month % 12 + 1
+        last = (dt.date(year + (month == 12), month % 12 + 1, 1) - dt.timedelta(days=1)).day
+        return d.replace(year=year, month=month, day=min(d.day, last))
+
+
+def union(ranges: list[Range]) -> Range:
+    if not ranges or not all(r.known for r in ranges):
+        return UNKNOWN
+    with_values = [r for r in ranges if r.values]
+    try:
+        low = min(r.low for r in with_values) if with_values else None
+        high = max(r.high for r in with_values) if with_values else None
+    except TypeError:
+        return UNKNOWN
+    return Range(low, high, values=bool(with_values), nulls=any(r.nulls for r in ranges),
+                 nan=any(r.nan for r in ranges))
+
+
+# -- comparison rules: operator -> (may be true, may be false) for ranges a (left), b (right)
+
+def _lt(a, b): return a.low < b.high, a.high >= b.low
+def _le(a, b): return a.low <= b.high, a.high > b.low
+def _gt(a, b): return a.high > b.low, a.low <= b.high
+def _ge(a, b): return a.high >= b.low, a.low < b.high
+def _eq(a, b): return a.low <= b.high and b.low <= a.high, not (a.low == a.high == b.low == b.high)
+def _ne(a, b): return tuple(reversed(_eq(a, b)))
+
+
+COMPARISONS = {E.LT: _lt, E.LTE: _le, E.GT: _gt, E.GTE: _ge, E.EQ: _eq, E.NEQ: _ne}
+FLIPPED = {E.LT: E.GT, E.LTE: E.GTE, E.GT: E.LT, E.GTE: E.LTE, E.EQ: E.EQ, E.NEQ: E.NEQ}
+# how a NaN on the left compares with any number: NaN is above every number, NaN = NaN
+NAN_LEFT = {E.LT: False, E.LTE: False, E.GT: True, E.GTE: True, E.EQ: False, E.NEQ: True}
+
+
+def compare(op: type, a: Range, b: Range) -> Flags:
+    if not (a.known and b.known):
+        return MAYBE
+    if b.nan and not a.nan:
+        a, b, op = b, a, FLIPPED[op]
+    if b.nan:                                  # NaN on both sides: not worth the rules
+        return MAYBE
+    null = a.nulls or b.nulls
+    if not b.values:                           # NULL literal or an all-null side
+        return Flags(False, False, True) if (a.values or a.nan or a.nulls) else Flags(
+            False, False, False)
+    true = false = False
+    if a.values:
+        try:
+            true, false = _coerced(COMPARISONS[op], a, b)
+        except TypeError:
+            return MAYBE
+    if a.nan:
+        true, false = true or NAN_LEFT[op], false or not NAN_LEFT[op]
+    return Flags(true, false, null)
+
+
+def _coerced(rule, a: Range, b: Range) -> tuple[bool, bool]:
+    return rule(_aligned(a, b.low), _aligned(b, a.low))
+
+
+def _aligned(r: Range, like) -> Range:
+    """r's bounds in like's type: Spark casts a string literal to the column's type, a date to
+    a timestamp at midnight; a naive timestamp meets a zoned one in UTC."""
+    def fix(v):
+        if isinstance(v, str) and isinstance(like, (dt.date, dt.datetime)):
+            v = dt.datetime.fromisoformat(v) if isinstance(like, dt.datetime) else \
+                dt.date.fromisoformat(v)
+        if isinstance(like, dt.datetime) and type(v) is dt.date:
+            v = dt.datetime(v.year, v.month, v.day)
+        if isinstance(like, dt.datetime) and isinstance(v, dt.datetime):
+            if like.tzinfo and not v.tzinfo:
+                v = v.replace(tzinfo=dt.timezone.utc)
+            elif v.tzinfo and not like.tzinfo:
+                v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        if isinstance(like, float) and isinstance(v, decimal.Decimal):
+            v = float(v)
+        if isinstance(like, decimal.Decimal) and isinstance(v, float):
+            v = decimal.Decimal(repr(v))
+        return v
+    return replace(r, low=fix(r.low), high=fix(r.high))
+
+
+# -- flags
+
+
+def successor(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with prefix."""
+    chars = list(prefix)
+    while chars:
+        if ord(chars[-1]) < 0x10FFFF:
+            chars[-1] = chr(ord(chars[-1]) + 1)
+            return "".join(chars)
+        chars.pop()
+    return None
+
+
+def all_of(flags: list[Flags]) -> Flags:
+    return Flags(all(f.true for f in flags), any(f.false for f in flags),
+                 any(f.null for f in flags) and all(f.true or f.null for f in flags))
+
+
+def any_of(flags: list[Flags]) -> Flags:
+    return Flags(any(f.true for f in flags), all(f.false for f in flags),
+                 any(f.null for f in flags) and all(f.false or f.null for f in flags))
+

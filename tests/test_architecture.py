@@ -1,0 +1,92 @@
+"""The structure the code promises: layers that a linter enforces (and that break when an
+upward import is added), settings read only by entry points, modules of one role and modest
+size, every dotted name resolvable, every module in the README's code map."""
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet import protocol
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["lakestats", "spark_bridge", "functions", "monostore", "pruning", "infra",
+            "algorithms", "fleet", "metastore", "core"]
+ENTRY_POINTS = ("lakestats", "spark_bridge", "functions")
+
+
+def modules(*roots: str) -> list[Path]:
+    return sorted(p for r in roots for p in (ROOT / r).rglob("*.py"))
+
+
+def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    lint = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run([str(lint), "--no-cache"], cwd=cwd, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"}, timeout=120)
+
+
+def test_the_layers_hold():
+    done = lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("module, upward", [
+    ("core/types.py", "from monostore import compute"),          # the bottom importing the top
+    ("algorithms/ranks/steps.py", "from fleet import fanout"),   # a worker step, the coordinator
+    ("fleet/protocol.py", "from fleet import jobs"),             # a cycle inside a layer
+])
+def test_the_contract_breaks_on_a_wrong_import(tmp_path, module, upward):
+    for name in PACKAGES:
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    with open(tmp_path / module, "a") as f:
+        f.write(f"\n\ndef _added():\n    {upward}  # noqa\n")    # lazy imports count too
+    done = lint_imports(tmp_path)
+    assert done.returncode != 0 and "BROKEN" in done.stdout, done.stdout[-2000:]
+
+
+def test_only_entry_points_read_the_environment():
+    readers = []
+    for path in modules(*(p for p in PACKAGES if p not in ENTRY_POINTS)):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") \
+                    and isinstance(node.value, ast.Name) and node.value.id == "os":
+                readers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert readers == []
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in modules(*PACKAGES, "tests", "benchmarks")
+            if (n := len(p.read_text().splitlines())) > 400}
+    assert long == {}
+
+
+def test_every_dotted_name_resolves():
+    for step in protocol.STEPS:
+        assert callable(protocol.resolve(step)), step
+    assert callable(protocol.resolve(protocol.WORKER_ENTRY))
+    template = yaml.load((ROOT / "template.yaml").read_text(), Loader=_CloudFormation)
+    handlers = [r["Properties"]["Handler"] for r in template["Resources"].values()
+                if r["Type"] == "AWS::Serverless::Function"]
+    assert len(handlers) == 4
+    for handler in handlers:
+        assert callable(protocol.resolve(handler)), handler
+
+
+def test_the_code_map_names_every_module():
+    readme = (ROOT / "README.md").read_text()
+    missing = [str(p.relative_to(ROOT)) for p in modules(*PACKAGES)
+               if p.name != "__init__.py" and f"`{p.relative_to(ROOT)}`" not in readme]
+    assert missing == []
+
+
+class _CloudFormation(yaml.SafeLoader):
+    """Reads the template's short-form intrinsic functions (!Ref, !Sub, ...) as plain data."""
+
+
+_CloudFormation.add_multi_constructor("!", lambda loader, suffix, node: None)
