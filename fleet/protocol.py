@@ -248,25 +248,19 @@ def to_json(obj) -> dict:
     return dataclasses.asdict(obj)
 
 
-def from_json(cls: type, data):
+def from_json(tp, value):
     """A dataclass (nested ones, lists, tuples and optionals of them too) from its JSON."""
-    return _decode(cls, data)
-
-
-def _decode(tp, value):
     if value is None:
         return None
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(inner[0], value) if len(inner) == 1 else value
+        return from_json(inner[0], value) if len(inner) == 1 else value
     if origin in (list, tuple):
-        args = typing.get_args(tp)
-        items = [_decode(args[0], v) for v in value]
+        items = [from_json(typing.get_args(tp)[0], v) for v in value]
         return items if origin is list else tuple(items)
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
-        return tp(**{f.name: _decode(hints[f.name], value[f.name])
+        return tp(**{f.name: from_json(hints[f.name], value[f.name])
                      for f in dataclasses.fields(tp) if f.name in value})
     return value
-

@@ -18,19 +18,11 @@ import warnings
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
+from aws_lambda_powertools.utilities.batch import (BatchProcessor, EventType,
+                                                   process_partial_response)
 from aws_lambda_powertools.utilities.data_classes import LambdaFunctionUrlEvent
-from aws_lambda_powertools.utilities.idempotency import (
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.persistence.cache import (
-    CachePersistenceLayer,
-)
+from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
+from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
 
 from algorithms.partitions.step import statistics_of_object
 from core.settings import Settings

@@ -4,13 +4,7 @@ from __future__ import annotations
 import contextlib
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 out = Console(width=None if Console().is_terminal else 160)   # pipes get a wide page

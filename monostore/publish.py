@@ -11,12 +11,7 @@ from __future__ import annotations
 from fleet import protocol
 from fleet.connections import client
 from metastore.layout import Layout
-from metastore.manifest import (
-    latest_version,
-    point_latest,
-    version_name,
-    version_number,
-)
+from metastore.manifest import latest_version, point_latest, version_name, version_number
 
 
 def _lock(layout: Layout, redis_url: str):

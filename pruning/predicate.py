@@ -21,21 +21,8 @@ from typing import Callable
 import sqlglot
 from sqlglot import expressions as E
 
-from pruning.ranges import (
-    MAYBE,
-    UNKNOWN,
-    Flags,
-    Months,
-    Range,
-    all_of,
-    any_of,
-    arith,
-    compare,
-    literal,
-    negated,
-    successor,
-    union,
-)
+from pruning.ranges import (MAYBE, UNKNOWN, Flags, Months, Range, all_of, any_of, arith, compare,
+                            literal, negated, successor, union)
 
 # -- the statistics a predicate reads
 

@@ -20,14 +20,7 @@ from fleet.connections import client
 from fleet.fanout import THROTTLE_PAUSE, fan_out
 from fleet.invokers.aws_lambda import LambdaInvoker
 from fleet.jobs import JobScope
-from fleet.protocol import (
-    RANK_MERGE,
-    InvocationError,
-    RankResult,
-    RankTask,
-    StepEvent,
-    StepFailed,
-)
+from fleet.protocol import RANK_MERGE, InvocationError, RankResult, RankTask, StepEvent, StepFailed
 from metastore.reader import TableStatistics
 from tests.tables import mixed, write
 

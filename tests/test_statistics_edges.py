@@ -17,35 +17,10 @@ from core.settings import FrequencySettings, PartitionSettings
 from metastore import files
 from metastore.reader import TableStatistics
 from metastore.store import Store
-from tests.oracle import (
-    check_everything,
-    check_frequencies,
-    check_histogram,
-    check_row,
-    duck,
-    oracle,
-    python_values,
-    read_column,
-    source,
-    stats_rows,
-)
-from tests.oracle_data import (
-    FLOAT_MAX,
-    FLOAT_TINY,
-    I64_MAX,
-    I64_MIN,
-    INF,
-    KOLKATA,
-    NAN,
-    NAN_PAYLOAD,
-    NEG_NAN,
-    NY,
-    U64_MAX,
-    cycle,
-    data_files,
-    texts,
-    write,
-)
+from tests.oracle import (check_everything, check_frequencies, check_histogram, check_row, duck,
+                          oracle, python_values, read_column, source, stats_rows)
+from tests.oracle_data import (FLOAT_MAX, FLOAT_TINY, I64_MAX, I64_MIN, INF, KOLKATA, NAN,
+                               NAN_PAYLOAD, NEG_NAN, NY, U64_MAX, cycle, data_files, texts, write)
 
 
 @pytest.mark.parametrize("max_bins", [1000, 10_000])

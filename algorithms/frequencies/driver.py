@@ -15,14 +15,8 @@ from core.settings import Settings
 from fleet.fanout import Progress, fan_out, results
 from fleet.invokers import Invoker
 from fleet.jobs import JobScope
-from fleet.protocol import (
-    FREQUENCY_CONFIRM,
-    FREQUENCY_REDUCE,
-    FREQUENCY_SEND,
-    FrequencyResult,
-    FrequencyTask,
-    StepEvent,
-)
+from fleet.protocol import (FREQUENCY_CONFIRM, FREQUENCY_REDUCE, FREQUENCY_SEND, FrequencyResult,
+                            FrequencyTask, StepEvent)
 from metastore import files
 from metastore.layout import Layout
 from metastore.reader import TableStatistics

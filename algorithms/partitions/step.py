@@ -3,12 +3,7 @@ from __future__ import annotations
 
 from algorithms.partitions import kernel
 from core.settings import PartitionSettings
-from fleet.protocol import (
-    PARTITION_STATISTICS,
-    PartitionResult,
-    PartitionTask,
-    StepEvent,
-)
+from fleet.protocol import PARTITION_STATISTICS, PartitionResult, PartitionTask, StepEvent
 from metastore.layout import STATISTICS, Layout
 from metastore.store import DataFile, Store, s3_client
 
