@@ -24,6 +24,7 @@ died.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import types
 import typing
@@ -260,7 +261,14 @@ def from_json(tp, value):
         items = [from_json(typing.get_args(tp)[0], v) for v in value]
         return items if origin is list else tuple(items)
     if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        return tp(**{f.name: from_json(hints[f.name], value[f.name])
-                     for f in dataclasses.fields(tp) if f.name in value})
+        hints = _hints(tp)
+        return tp(**{name: from_json(hints[name], value[name]) for name in hints
+                     if name in value})
     return value
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(tp: type) -> dict:
+    """A dataclass's fields and their types (resolving annotations is slow: once per class)."""
+    hints = typing.get_type_hints(tp)
+    return {f.name: hints[f.name] for f in dataclasses.fields(tp)}
