@@ -66,7 +66,7 @@ def main() -> None:
 
     def published_files() -> int:
         try:
-            return len(TableStatistics("s3://lake/events/_lakestats").manifest["partitions"])
+            return TableStatistics("s3://lake/events/_lakestats").manifest["partition_count"]
         except Exception:  # noqa: BLE001 - nothing published yet
             return 0
 

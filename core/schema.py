@@ -95,3 +95,38 @@ RANKS_SCHEMA = pa.schema([
 ])
 RANKS_ROW_GROUP = 16_384
 RANKED_COLUMNS_KEY = b"lakestats.ranked_columns"
+
+
+# partitions.parquet (table level, one per version): the partition index, one row per partition
+# (data file), sorted by path. A query plan or a table-level reduction reads this one file, and
+# only the columns it needs, instead of one statistics file per partition.
+INDEX_FIELDS: list[tuple[str, pa.DataType, str]] = [
+    ("path", pa.string(), "the data file, relative to the table root"),
+    ("size", pa.int64(), "bytes"),
+    ("etag", pa.string(), "S3 ETag, or the local file's mtime in ns"),
+    ("fingerprint", pa.string(), "names the partition's statistics directory"),
+    ("row_count", pa.int64(), "rows"),
+    ("partition_values", pa.map_(pa.string(), pa.string()), "Hive-style directory values"),
+    ("schema", pa.string(), "the data file's Arrow schema (base64 IPC): its columns, in order"),
+]
+INDEX_BASE = [n for n, _, _ in INDEX_FIELDS]
+
+
+def index_column_name(k: int) -> str:
+    """The index's struct column of the table's column k. Positional, as column names may
+    hold dots, which Parquet readers take for nesting."""
+    return f"c{k}"
+
+
+def index_column_type(value_type: pa.DataType | None) -> pa.DataType:
+    """A partition's statistics of one column, min and max typed (value_type; None for nested
+    columns, which have none). The struct is null where the partition lacks the column."""
+    fields = [("row_count", pa.int64()), ("null_count", pa.int64()), ("nan_count", pa.int64()),
+              ("distinct_count", pa.int64())]
+    if value_type is not None:
+        fields += [("min", value_type), ("max", value_type)]
+    fields += [("sum", pa.string()), ("mean", pa.float64()), ("stddev", pa.float64()),
+               ("min_length", pa.int64()), ("max_length", pa.int64()),
+               ("avg_length", pa.float64()), ("true_count", pa.int64()),
+               ("histogram_exponent", pa.int16())]
+    return pa.struct(fields)

@@ -68,6 +68,15 @@ def integers(arr: pa.Array) -> pa.Array:
     return arr if pa.types.is_integer(arr.type) else arr.view(storage_type(arr.type))
 
 
+def min_max(values: pa.Array) -> list[pa.Scalar]:
+    """[min, max] of non-null values; durations compare as their integer counts."""
+    if pa.types.is_duration(values.type):
+        mm = pc.min_max(values.view(pa.int64()))
+        return [pa.scalar(mm[k].as_py(), pa.int64()).cast(values.type) for k in ("min", "max")]
+    mm = pc.min_max(values)
+    return [mm["min"], mm["max"]]
+
+
 def normalize(arr: pa.Array) -> pa.Array:
     """Values in their statistics type, with -0.0 folded into 0.0 and every NaN made one NaN,
     so that hashing (distinct counts, frequencies) sees value equality."""

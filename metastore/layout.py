@@ -3,8 +3,9 @@
     partitions/<rel_path>/<fingerprint>/  one data file's statistics, files below; its
                                           statistics.parquet is written last and marks the
                                           directory complete
-    versions/<version>/                   a table version: the same three files, manifest.json
-                                          and, when ranks were asked for, ranks.parquet
+    versions/<version>/                   a table version: the same three files, manifest.json,
+                                          partitions.parquet (the partition index) and, when
+                                          ranks were asked for, ranks.parquet
     LATEST                                {"version": ...}: the published version, replaced
                                           atomically once the version's files are all written
     exchange/<job>/                       a running job's scratch space (the worker exchange),
@@ -16,7 +17,7 @@ from metastore.store import Store
 
 STATISTICS, FREQUENCIES = "statistics.parquet", "frequencies.parquet"
 HISTOGRAMS, RANKS = "histograms.parquet", "ranks.parquet"
-MANIFEST, LATEST = "manifest.json", "LATEST"
+MANIFEST, LATEST, INDEX = "manifest.json", "LATEST", "partitions.parquet"
 STATS_DIR = "_lakestats"       # hidden from the table's data files by its leading underscore
 
 

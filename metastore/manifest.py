@@ -1,10 +1,11 @@
 """A table version's manifest.json and the LATEST pointer.
 
 manifest.json: {"version": "v000003", "created": ISO 8601, "table": table URI,
-                "row_count": n, "schema": base64 Arrow IPC schema of the table,
-                "partitions": {rel_path: {"size", "etag", "fingerprint", "partition_values",
-                                          "row_count"}},
+                "row_count": n, "partition_count": n,
+                "schema": base64 Arrow IPC schema of the table,
                 "missing": {rel_path: reason}, "settings": what the statistics depend on}
+                The partitions themselves are in the version's partition index
+                (partitions.parquet, metastore.index), read only by lookups that need them.
 LATEST:        {"version": "v000003"}
 """
 from __future__ import annotations

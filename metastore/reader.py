@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from core import quantiles, schema
 from core import types as ty
-from metastore import files
+from metastore import files, index
 from metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
 from metastore.manifest import read_manifest
 from metastore.store import Store
@@ -28,19 +28,30 @@ class TableStatistics:
         if self.manifest is None:
             raise StatisticsNotFound(f"{stats_root}: no statistics published yet (run lakestats compute)")
         self.version = self.manifest["version"]
+        if "partition_count" not in self.manifest:
+            raise StatisticsNotFound(f"{stats_root}: version {self.version} was written by an "
+                                     "older lakestats (run lakestats compute to publish anew)")
+
+    def partition_index(self, columns: list[str] | None = None,
+                        base: list[str] | None = None) -> pa.Table:
+        """The version's partition index (metastore.index): base fields (all, or `base`) and
+        the statistics of `columns` (all, or none with an empty list)."""
+        return index.read(self.version_dir(), self.schema(), columns, base)
 
     def partition_dir(self, partition: str | None = None) -> Store:
         """Where a partition's statistics files live; the version's own without a partition."""
         if partition is None:
             return self.layout.version(self.version)
-        entry = self.manifest["partitions"].get(partition.strip("/"))
-        if entry is None:
+        path = partition.strip("/")
+        found = index.read(self.version_dir(), self.schema(), [], ["path", "fingerprint"],
+                           filters=pc.field("path") == path)
+        if found.num_rows == 0:
             raise StatisticsNotFound(f"{partition}: not a partition of version {self.version} "
                                      "(see lakestats partitions)")
-        return self.layout.partition(partition.strip("/"), entry["fingerprint"])
+        return self.layout.partition(path, found["fingerprint"][0].as_py())
 
     def version_dir(self) -> Store:
-        return self.partition_dir(None)
+        return self.layout.version(self.version)
 
     def schema(self) -> pa.Schema:
         return files.decode_schema(self.manifest["schema"])
@@ -81,7 +92,7 @@ class TableStatistics:
         out = {"version": self.version}
         if partition is None:
             out.update(row_count=self.manifest["row_count"],
-                       partitions=len(self.manifest["partitions"]),
+                       partitions=self.manifest["partition_count"],
                        missing=self.manifest.get("missing", {}))
         else:
             out.update(partition=partition, row_count=files.row_count_of(table), partitions=1)
@@ -108,7 +119,10 @@ class TableStatistics:
         return out
 
     def partitions(self) -> list[dict]:
-        return [{"path": path, **entry} for path, entry in sorted(self.manifest["partitions"].items())]
+        """Every partition of the version: path, size, etag, fingerprint, partition values,
+        row count."""
+        entries = index.entries(self.partition_index([], index.ENTRY))
+        return [{"path": path, **entry} for path, entry in sorted(entries.items())]
 
     # -- quantiles and ranks
 

@@ -2,15 +2,20 @@
 to table level and publish a new version.
 
 Incremental by fingerprint (size and ETag, or mtime): a data file whose statistics exist is
-never read again. A version's files are written into its own directory and published by one
-swap of LATEST; a failure on the way publishes nothing.
+never read again. A new version starts from the previous one: its partition index minus the
+partitions that left plus those that came, its sketches and histograms merged with the new
+partitions' when none left (else merged anew from every partition's). A version's files are
+written into its own directory and published by one swap of LATEST; a failure on the way
+publishes nothing.
 """
 from __future__ import annotations
 
 import contextlib
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+import pyarrow as pa
 
 from algorithms.frequencies import driver as frequencies
 from algorithms.partitions import reduce
@@ -20,7 +25,7 @@ from core.settings import Settings
 from fleet.fanout import Progress
 from fleet.invokers import Invoker
 from fleet.windows import reduction_started
-from metastore import files
+from metastore import files, index
 from metastore.layout import HISTOGRAMS, STATISTICS, Layout
 from metastore.manifest import read_manifest, write_manifest
 from metastore.store import DataFile, Store
@@ -55,6 +60,24 @@ class ComputeFailed(Exception):
         self.report = report
 
 
+@dataclass
+class _Previous:
+    """What a new version starts from: the published one, when its partition index and
+    settings let it."""
+    manifest: dict
+    schema: pa.Schema
+    index: pa.Table
+    entries: dict[str, dict]
+
+    @classmethod
+    def of(cls, layout: Layout, manifest: dict | None) -> _Previous | None:
+        if manifest is None or "partition_count" not in manifest:
+            return None                  # none, or written before the partition index
+        schema = files.decode_schema(manifest["schema"])
+        table = index.read(layout.version(manifest["version"]), schema)
+        return cls(manifest, schema, table, index.entries(table))
+
+
 def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
             stats_root: str | None = None, progress: Progress | None = None) -> Report:
     """A new version of the table's statistics, computing only what changed. Needs
@@ -63,45 +86,35 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
     layout = Layout.of_table(table_uri, stats_root)
     report = Report(table_uri)
     data_files = {f.rel_path: f for f in Store(table_uri).list_files()}
-    previous = read_manifest(layout)
-    published = {p: e["fingerprint"] for p, e in (previous or {}).get("partitions", {}).items()}
-    recorded = settings.recorded()
-    resettled = previous is not None and previous.get("settings", {}).get("partition") \
-        != recorded["partition"]
+    manifest = read_manifest(layout)
+    # other partition settings: every partition is computed again
+    resettled = manifest is not None and manifest["settings"]["partition"] \
+        != settings.recorded()["partition"]
+    previous = None if resettled else _Previous.of(layout, manifest)
+    published = {p: e["fingerprint"] for p, e in (previous.entries if previous else {}).items()}
     todo = [f for f in data_files.values() if resettled or (
         published.get(f.rel_path) != f.fingerprint
         and not layout.partition(f.rel_path, f.fingerprint).exists(STATISTICS))]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(published) - set(data_files))
-    if previous and not todo and published.keys() == data_files.keys() \
-            and not previous.get("missing") and previous.get("settings") == recorded:
-        report.version, report.row_count = previous["version"], previous["row_count"]
+    if previous and published == {p: f.fingerprint for p, f in data_files.items()} \
+            and not previous.manifest.get("missing") \
+            and previous.manifest["settings"] == settings.recorded():
+        report.version = previous.manifest["version"]
+        report.row_count = previous.manifest["row_count"]
         report.seconds = time.monotonic() - started
         return report                            # the published version is current
 
-    # partition statistics are read while the workers run: reused ones at once, the others as
-    # they finish, so the table-level reduction starts with everything in memory
-    loaded: dict[str, Future] = {}
-    with ThreadPoolExecutor(8) as loader:
-        def load(f: DataFile) -> None:
-            loaded[f.rel_path] = loader.submit(
-                reduce.load, f.rel_path, layout.partition(f.rel_path, f.fingerprint))
-
-        computing = {f.rel_path for f in todo}
-        for f in data_files.values():
-            if f.rel_path not in computing:
-                load(f)
-        report.failed, report.retries = compute_partitions(
-            invoker, Store(table_uri).uri, layout, todo, settings, progress, on_done=load)
-        if report.failed and not settings.allow_partial:
-            report.seconds = time.monotonic() - started
-            first = next(iter(report.failed.values()))
-            raise ComputeFailed(report, f"{len(report.failed)} of {len(data_files)} files failed "
-                                        f"(first: {first}); no table version published "
-                                        "(--allow-partial publishes the others)")
-        good = {p: f for p, f in data_files.items() if p not in report.failed}
-        parts = [loaded[p].result() for p in sorted(good)]
-    _table_version(layout, good, parts, report, settings, invoker, progress)
+    report.failed, report.retries = compute_partitions(
+        invoker, Store(table_uri).uri, layout, todo, settings, progress)
+    if report.failed and not settings.allow_partial:
+        report.seconds = time.monotonic() - started
+        first = next(iter(report.failed.values()))
+        raise ComputeFailed(report, f"{len(report.failed)} of {len(data_files)} files failed "
+                                    f"(first: {first}); no table version published "
+                                    "(--allow-partial publishes the others)")
+    good = {p: f for p, f in data_files.items() if p not in report.failed}
+    _table_version(layout, good, previous, report, settings, invoker, progress)
     report.seconds = time.monotonic() - started
     return report
 
@@ -113,17 +126,45 @@ def reduce_table(table_uri: str, invoker: Invoker, settings: Settings) -> Report
     return compute(table_uri, invoker, settings)
 
 
-def _table_version(layout: Layout, good: dict[str, DataFile],
-                   parts: list[reduce.PartitionStatistics], report: Report, settings: Settings,
-                   invoker: Invoker, progress: Progress | None) -> None:
-    row_counts = {p.rel_path: files.row_count_of(p.statistics) for p in parts}
-    table_stats = reduce.reduce(parts, row_counts, settings.partition.max_bins)
+def _load(layout: Layout, data_files: list[DataFile]) -> list[reduce.PartitionStatistics]:
+    """Partitions' statistics (sketches, no Bloom filters) and histograms; small files, so
+    read side by side."""
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(lambda f: reduce.load(
+            f.rel_path, layout.partition(f.rel_path, f.fingerprint)), data_files))
+
+
+def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
+                   report: Report, settings: Settings, invoker: Invoker,
+                   progress: Progress | None) -> None:
+    kept = previous.entries if previous else {}
+    added = [f for p, f in sorted(good.items()) if kept.get(p, {}).get("fingerprint")
+             != f.fingerprint]
+    removed = {p for p, e in kept.items()
+               if p not in good or good[p].fingerprint != e["fingerprint"]}
+    loaded = _load(layout, added)
+    remaining = index.without(previous.index, removed) if previous else None
+    table_schema = reduce.table_schema(
+        (index.schemas(remaining) if previous else []) + [(p.rel_path, p.schema) for p in loaded])
+    new_index = index.combine(
+        remaining, previous.schema if previous else None,
+        index.build([(f, p.statistics) for f, p in zip(added, loaded)], table_schema),
+        table_schema)
+    if previous and not removed:           # merge into the previous version's
+        old = layout.version(previous.manifest["version"])
+        sources = [(old.read_parquet(STATISTICS), old.read_parquet(HISTOGRAMS))]
+    else:                                  # merge every partition's anew
+        reused = [good[p] for p in sorted(good) if p in kept and p not in removed]
+        loaded += _load(layout, reused)
+        sources = []
+    sources += [(p.statistics, p.histograms) for p in loaded]
+    table_stats = reduce.reduce(new_index, table_schema, sources, settings.partition.max_bins)
     version = publish.allocate(layout, settings.redis_url)
     out = layout.version(version)
     try:
         rows = table_stats.statistics.to_pylist()
         exact = frequencies.compute(
-            table_stats.schema, rows, {p.rel_path: p.statistics for p in parts},
+            table_stats.schema, rows, new_index,
             {p: layout.partition(p, f.fingerprint).uri for p, f in good.items()},
             invoker, settings, layout, out, progress)
         for row in rows:
@@ -137,18 +178,15 @@ def _table_version(layout: Layout, good: dict[str, DataFile],
                 row.update(distinct_count=0, distinct_count_exact=True, singleton_count=0,
                            frequencies_complete=True)            # no values at all
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count)
+        index.write(out, new_index)
         out.write_parquet(table_stats.histograms, HISTOGRAMS)
         out.write_parquet(statistics, STATISTICS)
         write_manifest(layout, {
             "version": version, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "table": report.table, "row_count": table_stats.row_count,
+            "partition_count": new_index.num_rows,
             "schema": files.encode_schema(table_stats.schema),
-            "partitions": {p: {"size": f.size, "etag": f.etag, "fingerprint": f.fingerprint,
-                               "partition_values": f.partition_values,
-                               "row_count": row_counts[p]} for p, f in good.items()},
-            "missing": dict(report.failed),
-            "settings": settings.recorded(),
-        })
+            "missing": dict(report.failed), "settings": settings.recorded()})
         published, other = publish.swap(layout, settings.redis_url, version)
     except BaseException:
         out.delete_dir()                         # never published: nothing refers to it
@@ -161,7 +199,5 @@ def _table_version(layout: Layout, good: dict[str, DataFile],
         return
     report.version, report.published, report.row_count = version, True, table_stats.row_count
     # partition statistics of files since changed or removed are no longer referenced
-    replaced = read_manifest(layout, other) if other else None
-    for path, entry in (replaced or {}).get("partitions", {}).items():
-        if path not in good or good[path].fingerprint != entry["fingerprint"]:
-            layout.partition(path, entry["fingerprint"]).delete_dir()
+    for path in removed:
+        layout.partition(path, kept[path]["fingerprint"]).delete_dir()

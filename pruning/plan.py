@@ -17,20 +17,17 @@ statistics.
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from core import types as ty
 from core.binning import edge_type
-from core.bloom import BloomFilter
-from metastore.reader import StatisticsNotFound, TableStatistics
+from metastore import files
+from metastore.layout import HISTOGRAMS
+from metastore.reader import TableStatistics
 from pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
-from pruning.ranges import Flags
-
-ALWAYS = Flags(True, False, False)
+from pruning.views import ALWAYS, Candidate, candidates
 
 
 @dataclass
@@ -41,19 +38,6 @@ class PruneResult:
 
     def as_json(self) -> dict:
         return {"kept": self.kept, "skipped": self.skipped, "fully_matching": self.fully_matching}
-
-
-@dataclass
-class _Candidate:
-    path: str
-    rows: int
-    size: int
-    view: StatsView
-    flags: Flags = ALWAYS
-
-    @property
-    def fully(self) -> bool:
-        return not (self.flags.false or self.flags.null)
 
 
 def parse_order(order_by: str | None) -> tuple[str, bool] | None:
@@ -75,86 +59,27 @@ def prune(stats_root: str, where: str | None = None, limit: int | None = None,
     if limit is not None and limit < 0:
         raise PredicateError(f"limit {limit}: must be at least 0")
     wanted = (columns_of(node) if node else set()) | ({order[0]} if order else set())
-    entries = stats.manifest["partitions"]
-    with ThreadPoolExecutor(8) as pool:   # statistics files are small; reading is latency
-        parts = list(pool.map(lambda path: _load(stats, schema, path, entries[path], wanted),
-                              sorted(entries)))
+    parts = candidates(stats, wanted)
     for p in parts:
         p.flags = evaluate(node, p.view) if node is not None else ALWAYS
     result = PruneResult(fully_matching=[p.path for p in parts if p.flags.true and p.fully])
-    candidates = [p for p in parts if p.flags.true]
+    may_match = [p for p in parts if p.flags.true]
     if order and limit is not None:
-        kept = _top_k(candidates, node, order, limit, stats, schema)
+        kept = _top_k(may_match, node, order, limit, stats, schema)
     elif limit is not None:
-        kept = _limit(candidates, node, limit, stats, schema)
+        kept = _limit(may_match, node, limit, stats, schema)
     else:
-        kept = candidates
+        kept = may_match
     result.kept = [p.path for p in kept]
     held = set(result.kept)
     result.skipped = [p.path for p in parts if p.path not in held]
     return result
 
 
-# -- statistics of one partition, typed
-
-
-def _load(stats: TableStatistics, schema: pa.Schema, path: str, entry: dict,
-          wanted: set[str]) -> _Candidate:
-    table = stats.statistics(partition=path) if wanted else None
-    rows = {}
-    for r in (table.to_pylist() if table is not None else []):
-        if r["column"] in wanted:
-            r["low"], r["high"] = _typed_bounds(r, schema.field(r["column"]).type)
-            rows[r["column"]] = r
-    for name, value in entry.get("partition_values", {}).items():   # Hive directories
-        if name in wanted and name not in rows:
-            rows[name] = {"row_count": entry["row_count"], "null_count": 0, "nan_count": 0,
-                          "low": _guess(value), "high": _guess(value)}
-
-    def member(column: str, values: list) -> list[bool] | None:
-        row = rows.get(column)
-        if row is None or column not in schema.names:
-            return None
-        try:
-            texts = ty.to_text(pa.array(values, ty.value_type(schema.field(column).type)))
-        except (pa.ArrowException, TypeError, ValueError):
-            return None
-        if row.get("bloom_filter"):
-            return BloomFilter.from_bytes(row["bloom_filter"]).contains_text(texts).tolist()
-        held = stats.frequencies(column, partition=path)["value"]
-        return pc.is_in(texts, value_set=held.combine_chunks()).to_pylist()
-
-    view = StatsView(rows, entry["row_count"], set(schema.names) | set(
-        entry.get("partition_values", {})), member)
-    return _Candidate(path, entry["row_count"], entry["size"], view)
-
-
-def _typed_bounds(row: dict, arrow_type: pa.DataType) -> tuple:
-    if row.get("min") is None or ty.kind_of(arrow_type) == ty.OTHER:
-        return None, None
-    typed = ty.from_text([row["min"], row["max"]], arrow_type)
-    if pa.types.is_timestamp(typed.type) and typed.type.unit == "ns":
-        # Python datetimes hold microseconds: round the range outwards
-        low = pc.floor_temporal(typed, unit="microsecond")
-        high = pc.ceil_temporal(typed, unit="microsecond")
-        typed = pa.array([low[0].as_py(), high[1].as_py()], pa.timestamp("us", typed.type.tz))
-    return tuple(typed.to_pylist())
-
-
-def _guess(text: str):
-    """A Hive directory value as Spark infers it: an integer, a date, or text."""
-    for parse_value in (int, lambda t: __import__("datetime").date.fromisoformat(t)):
-        try:
-            return parse_value(text)
-        except ValueError:
-            pass
-    return text
-
-
 # -- rows that certainly match
 
 
-def _certain_rows(p: _Candidate, node, stats: TableStatistics, schema: pa.Schema) -> int:
+def _certain_rows(p: Candidate, node, stats: TableStatistics, schema: pa.Schema) -> int:
     """A lower bound of the rows matching in p: all of them when fully matching; else, for a
     predicate on one column, the rows of the values (exact frequencies, when the partition
     keeps them small enough to read: no Bloom filter) or of the histogram bins in which the
@@ -166,15 +91,15 @@ def _certain_rows(p: _Candidate, node, stats: TableStatistics, schema: pa.Schema
     if column not in schema.names or column not in p.view.stats:
         return 0
     arrow_type = schema.field(column).type
-    if not p.view.stats[column].get("bloom_filter"):
-        freq = stats.frequencies(column, partition=p.path)
+    if not p.has_bloom(column, stats.manifest["settings"]["partition"]["bloom_min_distinct"]):
+        freq = files.read_frequencies(p.directory, [column])
         values = ty.from_text(freq["value"], arrow_type).to_pylist()
         cells = [(v, v, n) for v, n in zip(values, freq["frequency"].to_pylist())]
     elif ty.kind_of(arrow_type) in ty.BINNED_KINDS:
-        try:
-            bins = stats.histogram(column, partition=p.path)
-        except StatisticsNotFound:           # no values in this partition
+        histograms = p.directory.read_parquet(HISTOGRAMS)
+        if column not in histograms.column_names:          # no values in this partition
             return 0
+        bins = files.histogram_bins(histograms, column)
         edges = ty.from_text([x for b in bins for x in (b["lower"], b["upper"])],
                              edge_type(arrow_type)).to_pylist()
         cells = [(edges[2 * i], edges[2 * i + 1], b["count"]) for i, b in enumerate(bins)]
@@ -195,8 +120,8 @@ def _certain_rows(p: _Candidate, node, stats: TableStatistics, schema: pa.Schema
 # -- LIMIT
 
 
-def _limit(candidates: list[_Candidate], node, k: int, stats: TableStatistics,
-           schema: pa.Schema) -> list[_Candidate]:
+def _limit(candidates: list[Candidate], node, k: int, stats: TableStatistics,
+           schema: pa.Schema) -> list[Candidate]:
     if k == 0:
         return []
     fully = sorted((p for p in candidates if p.fully), key=lambda p: -p.rows)
@@ -216,7 +141,7 @@ def _limit(candidates: list[_Candidate], node, k: int, stats: TableStatistics,
     return fully + partial
 
 
-def _reaching(parts: list[_Candidate], counts: list[int], k: int) -> list[_Candidate] | None:
+def _reaching(parts: list[Candidate], counts: list[int], k: int) -> list[Candidate] | None:
     total = 0
     for i, n in enumerate(counts):
         total += n
@@ -249,8 +174,8 @@ class _Key:
         return self._cmp(other) < 0
 
 
-def _top_k(candidates: list[_Candidate], node, order: tuple[str, bool], k: int,
-           stats: TableStatistics, schema: pa.Schema) -> list[_Candidate]:
+def _top_k(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
+           stats: TableStatistics, schema: pa.Schema) -> list[Candidate]:
     column, descending = order
     if k == 0:
         return []

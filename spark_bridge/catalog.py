@@ -36,7 +36,7 @@ class StaleStatistics(Exception):
 
 def check_fresh(table_uri: str, stats: TableStatistics) -> None:
     current = {f.rel_path: f.fingerprint for f in Store(table_uri).list_files()}
-    published = {p: e["fingerprint"] for p, e in stats.manifest["partitions"].items()}
+    published = {p["path"]: p["fingerprint"] for p in stats.partitions()}
     published.update({p: None for p in stats.manifest.get("missing", {})})
     changes = sorted(
         [f"{p} (new)" for p in current.keys() - published.keys()]
@@ -89,7 +89,7 @@ def apply_statistics(spark, table: str, table_uri: str, *, stats_root: str | Non
         if stat.isDefined():
             col_stats.put(name, stat.get())
             applied.append(name)
-    size = sum(e["size"] for e in stats.manifest["partitions"].values())
+    size = sum(p["size"] for p in stats.partitions())
     catalog.alterTableStats(ident, jvm.scala.Option.apply(
         _catalog_statistics(jvm, size, stats.manifest["row_count"], col_stats)))
     return {"version": stats.version, "row_count": stats.manifest["row_count"],

@@ -13,7 +13,7 @@ def statistics_frame(spark, table_uri: str, *, stats_root: str | None = None):
     columns without the sketches."""
     stats = TableStatistics(Layout.of_table(table_uri, stats_root).uri)
     parts = [_tagged(stats.statistics(sketches=False), "table", None)]
-    for path in sorted(stats.manifest["partitions"]):
+    for path in (p["path"] for p in stats.partitions()):
         parts.append(_tagged(stats.statistics(partition=path, sketches=False), "partition", path))
     return spark.createDataFrame(pa.concat_tables(parts).replace_schema_metadata(None))
 

@@ -57,11 +57,11 @@ def settled(queue: str, table: str) -> bool:
     if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
         return False
     try:
-        manifest = TableStatistics(f"{table}/_lakestats").manifest
+        partitions = TableStatistics(f"{table}/_lakestats").partitions()
     except Exception:  # noqa: BLE001 - nothing published yet
         return False
     present = {f.rel_path: f.fingerprint for f in Store(table).list_files()}
-    return {p: e["fingerprint"] for p, e in manifest["partitions"].items()} == present
+    return {p["path"]: p["fingerprint"] for p in partitions} == present
 
 
 def wait_until(condition, seconds: float = 90) -> None:

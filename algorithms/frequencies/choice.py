@@ -6,15 +6,17 @@ import dataclasses
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE
-from core import hashing
+from core import hashing, schema
 from core import types as ty
 from core.settings import FrequencySettings
 from fleet.protocol import FrequencyColumn
 from metastore import files
 
 BINS_PER_WORKER = 2
+COUNTS = ("row_count", "null_count", "distinct_count")     # what the choice reads
 
 
 @dataclass
@@ -36,7 +38,7 @@ class ColumnFrequencies:
 class PlannedColumn:
     k: int
     field: pa.Field
-    stats: dict[str, dict]               # partition -> its statistics row of the column
+    stats: dict[str, dict]               # partition -> its counts of the column (COUNTS)
     result: ColumnFrequencies
     spec: FrequencyColumn
     omit_singletons: bool
@@ -66,13 +68,21 @@ def choose(partition_rows: list[dict], table_row: dict, settings: FrequencySetti
     return LOW_DUPLICATE if repeated <= settings.low_duplicate_max else BINNED
 
 
-def plan(table_schema: pa.Schema, table_rows: list[dict], by_path: dict[str, dict[str, dict]],
-         settings: FrequencySettings, workers: int) -> list[PlannedColumn]:
-    """Every column with values, with its algorithm (chosen, or forced by the settings)."""
-    columns = []
+def plan(table_schema: pa.Schema, table_rows: list[dict], index: pa.Table,
+         settings: FrequencySettings, workers: int,
+         columns: list[str] | None = None) -> list[PlannedColumn]:
+    """Every column with values (of `columns`, if given), with its algorithm (chosen, or
+    forced by the settings); the partitions' counts come from the partition index."""
+    paths = index["path"].to_pylist()
+    planned = []
     for k, (f, row) in enumerate(zip(table_schema, table_rows)):
-        present = {p: rows[f.name] for p, rows in by_path.items() if f.name in rows}
-        if ty.kind_of(f.type) == ty.OTHER or not any(r["distinct_count"] for r in present.values()):
+        if ty.kind_of(f.type) == ty.OTHER or columns is not None and f.name not in columns:
+            continue
+        struct = index[schema.index_column_name(k)]
+        counts = pa.table({n: pc.struct_field(struct, n) for n in COUNTS}).to_pylist()
+        present = {p: c for p, c, held in zip(paths, counts, struct.is_valid().to_pylist())
+                   if held}
+        if not any(r["distinct_count"] for r in present.values()):
             continue
         auto = choose(list(present.values()), row, settings)
         algorithm = auto if settings.algorithm == "auto" else settings.algorithm
@@ -80,11 +90,11 @@ def plan(table_schema: pa.Schema, table_rows: list[dict], by_path: dict[str, dic
         spec = FrequencyColumn(k, f.name, algorithm, keep_once=not omit)
         if algorithm == BINNED:
             spec = dataclasses.replace(
-                spec, bins=max(1, min(len(by_path), BINS_PER_WORKER * workers)),
+                spec, bins=max(1, min(len(paths), BINS_PER_WORKER * workers)),
                 type=files.encode_schema(pa.schema([f])), **_range(f, row))
-        columns.append(PlannedColumn(k, f, present, ColumnFrequencies(f.name, algorithm), spec,
+        planned.append(PlannedColumn(k, f, present, ColumnFrequencies(f.name, algorithm), spec,
                                      omit))
-    return columns
+    return planned
 
 
 def _range(f: pa.Field, row: dict) -> dict:

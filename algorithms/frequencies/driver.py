@@ -17,7 +17,7 @@ from fleet.invokers import Invoker
 from fleet.jobs import JobScope
 from fleet.protocol import (FREQUENCY_CONFIRM, FREQUENCY_REDUCE, FREQUENCY_SEND, FrequencyResult,
                             FrequencyTask, StepEvent)
-from metastore import files
+from metastore import index
 from metastore.layout import Layout
 from metastore.reader import TableStatistics
 from metastore.store import Store
@@ -25,15 +25,17 @@ from metastore.store import Store
 BLOOM_ERROR_RATE = 0.01
 
 
-def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: dict[str, pa.Table],
+def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Table,
             stats_dirs: dict[str, str], invoker: Invoker, settings: Settings, layout: Layout,
-            out: Store, progress: Progress | None = None) -> dict[str, ColumnFrequencies]:
-    """Write `out`/frequencies.parquet for the table; returns each column's outcome.
-    `partitions` maps a partition to its statistics table, `stats_dirs` to its directory."""
-    paths = sorted(partitions)
-    by_path = {p: {r["column"]: r for r in partitions[p].to_pylist()} for p in paths}
-    schemas = {p: files.data_schema_of(partitions[p]) for p in paths}
-    columns = plan(table_schema, table_rows, by_path, settings.frequencies, invoker.workers)
+            out: Store, progress: Progress | None = None,
+            only: list[str] | None = None) -> dict[str, ColumnFrequencies]:
+    """Write `out`/frequencies.parquet for the table (the columns `only`, if given); returns
+    each column's outcome. `partitions` is the partition index, `stats_dirs` maps a partition
+    to its statistics directory."""
+    paths = partitions["path"].to_pylist()
+    schemas = dict(index.schemas(partitions))
+    columns = plan(table_schema, table_rows, partitions, settings.frequencies, invoker.workers,
+                   only)
 
     def per_partition(step: str, algorithms: tuple[str, ...]) -> list[StepEvent]:
         events = []
@@ -99,9 +101,8 @@ def recompute(stats_root: str, invoker: Invoker, settings: Settings, out: Store,
     """Reduce the published version's partition frequencies again (all columns, or
     `columns`) into `out`/frequencies.parquet, e.g. with another algorithm: no data is read."""
     stats = TableStatistics(stats_root)
-    wanted = pa.schema([f for f in stats.schema() if columns is None or f.name in columns])
-    rows = {r["column"]: r for r in stats.statistics(columns=wanted.names).to_pylist()}
-    partitions = {p: stats.statistics(partition=p) for p in stats.manifest["partitions"]}
-    dirs = {p: stats.partition_dir(p).uri for p in partitions}
-    return compute(wanted, [rows[n] for n in wanted.names], partitions, dirs, invoker, settings,
-                   stats.layout, out, progress)
+    partitions = stats.partition_index()
+    dirs = {p: stats.layout.partition(p, e["fingerprint"]).uri
+            for p, e in index.entries(partitions).items()}
+    return compute(stats.schema(), stats.statistics().to_pylist(), partitions, dirs, invoker,
+                   settings, stats.layout, out, progress, columns)

@@ -19,15 +19,6 @@ from core.exact import Moments, exact_moments
 KLL_K = 200
 
 
-def min_max(values: pa.Array) -> list[pa.Scalar]:
-    """[min, max] of non-null values; durations compare as their integer counts."""
-    if pa.types.is_duration(values.type):
-        mm = pc.min_max(values.view(pa.int64()))
-        return [pa.scalar(mm[k].as_py(), pa.int64()).cast(values.type) for k in ("min", "max")]
-    mm = pc.min_max(values)
-    return [mm["min"], mm["max"]]
-
-
 class ColumnStats:
     """Feed `add` the column's chunks (row groups); `finish` gives the statistics row, the value
     counts (for frequencies.parquet) and the histogram."""
@@ -62,7 +53,7 @@ class ColumnStats:
                 values = values.filter(pc.invert(nan))
         if len(values) == 0:
             return
-        self.extremes += min_max(values)
+        self.extremes += ty.min_max(values)
         if self.kind == ty.BOOLEAN:
             self.true_count += pc.sum(values).as_py()
         elif self.kind in ty.LENGTH_KINDS:
@@ -102,7 +93,7 @@ class ColumnStats:
         if self.kind == ty.FLOAT:
             row["nan_count"] = self.nan_count
         if self.extremes:
-            low, high = min_max(pa.array(self.extremes, self.extremes[0].type))
+            low, high = ty.min_max(pa.array(self.extremes, self.extremes[0].type))
             row["min"], row["max"] = ty.scalar_text(low), ty.scalar_text(high)
         n = self.row_count - self.null_count - self.nan_count
         if self.kind in ty.NUMERIC_KINDS and n:

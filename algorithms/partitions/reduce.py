@@ -1,9 +1,11 @@
 """Table-level statistics reduced from partition statistics.
 
-Counts, min/max and sums are exact; mean and stddev merge with Chan et al.'s pairwise formula;
-histograms re-bin exactly (core.histogram); KMV and KLL sketches merge. Frequencies and the
-exact distinct count are not reduced here, in the coordinator's memory, but by the
-distributed algorithms of algorithms.frequencies.
+Counts, min/max, sums and moments come from the partition index (one row per partition, every
+column's statistics typed), so a reduction reads no partition's files. Counts, min/max and
+integer and decimal sums are exact; mean and stddev merge with Chan et al.'s pairwise formula;
+histograms re-bin exactly (core.histogram) and KMV and KLL sketches merge, from whichever files
+hold them. Frequencies and the exact distinct count are not reduced here, in the coordinator's
+memory, but by the distributed algorithms of algorithms.frequencies.
 """
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ import datasketches as ds
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import hashing, schema
+from core import hashing
 from core import histogram as hist
+from core import schema
 from core import types as ty
 from core.exact import Moments
 from metastore import files
@@ -48,17 +51,18 @@ def load(rel_path: str, stats_dir: Store) -> PartitionStatistics:
                                stats_dir.read_parquet(HISTOGRAMS))
 
 
-def table_schema(parts: list[PartitionStatistics]) -> pa.Schema:
-    """Union of the partitions' schemas in order of first appearance; int32 next to int64
-    widens to int64 (Arrow's permissive promotion). Irreconcilable types name the column."""
-    schemas = [p.schema for p in parts]
+def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
+    """Union of the partitions' schemas (path, schema), in path order, fields in order of first
+    appearance; int32 next to int64 widens to int64 (Arrow's permissive promotion).
+    Irreconcilable types name the column and both files."""
+    schemas = list(dict.fromkeys(s for _, s in sorted(parts, key=lambda p: p[0])))
     try:
         return pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
     except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     seen: dict[str, tuple[pa.DataType, str]] = {}
-    for p in parts:
-        for field in p.schema:
+    for path, part_schema in sorted(parts, key=lambda p: p[0]):
+        for field in part_schema:
             if field.name in seen:
                 first_type, first_path = seen[field.name]
                 try:
@@ -67,9 +71,9 @@ def table_schema(parts: list[PartitionStatistics]) -> pa.Schema:
                 except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     raise SchemaDriftError(
                         f"column {field.name!r} is {first_type} in {first_path} but {field.type} "
-                        f"in {p.rel_path}") from None
+                        f"in {path}") from None
             else:
-                seen[field.name] = (field.type, p.rel_path)
+                seen[field.name] = (field.type, path)
     raise SchemaDriftError("partitions' schemas cannot be reconciled")
 
 
@@ -81,28 +85,22 @@ class TableStats:
     histograms: pa.Table
 
 
-def reduce(parts: list[PartitionStatistics], row_counts: dict[str, int],
+def reduce(index: pa.Table, table: pa.Schema, sources: list[tuple[pa.Table, pa.Table]],
            max_bins: int) -> TableStats:
-    table = table_schema(parts)
-    total_rows = sum(row_counts.values())
+    """`index` holds every partition; `sources` are (statistics, histograms) tables whose
+    sketches and histograms cover every partition once: every partition's own, or the previous
+    version's together with the added partitions'."""
+    total_rows = int(pc.sum(index["row_count"]).as_py() or 0)
+    sketched = [{r["column"]: r for r in stats.select(
+        ["column", *schema.SKETCH_NAMES[:2]]).to_pylist()} for stats, _ in sources]
     rows, histograms = [], []
-    by_column = [{n: i for i, n in enumerate(p.statistics["column"].to_pylist())} for p in parts]
-    for field in table:
-        present = [(p, idx[field.name]) for p, idx in zip(parts, by_column) if field.name in idx]
-        stats = [p.statistics.slice(i, 1).to_pylist()[0] for p, i in present]
-        row = _reduce_row(field, stats, total_rows)
-        sketches = [hashing.kmv_from_bytes(s["ndv_sketch"]) for s in stats if s["ndv_sketch"]]
-        if sketches:
-            row["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv_merge(sketches))
-        klls = [ds.kll_doubles_sketch.deserialize(s["quantile_sketch"]) for s in stats
-                if s["quantile_sketch"]]
-        for kll in klls[1:]:
-            klls[0].merge(kll)
-        if klls:
-            row["quantile_sketch"] = klls[0].serialize()
+    for k, field in enumerate(table):
+        struct = index[schema.index_column_name(k)].combine_chunks()
+        row = _reduce_row(field, struct.filter(struct.is_valid()), total_rows)
+        _merge_sketches(row, [by[field.name] for by in sketched if field.name in by])
         if ty.kind_of(field.type) in ty.BINNED_KINDS:
-            merged = hist.merge([files.read_histogram(p.histograms, field.name)
-                                 for p, _ in present], max_bins)
+            merged = hist.merge([files.read_histogram(h, field.name) for _, h in sources],
+                                max_bins)
             row["histogram_exponent"] = merged.exponent if merged else None
             if merged:
                 histograms.append((field.name, field.type, merged))
@@ -111,32 +109,52 @@ def reduce(parts: list[PartitionStatistics], row_counts: dict[str, int],
                       files.histograms_table(histograms))
 
 
-def _reduce_row(field: pa.Field, stats: list[dict], total_rows: int) -> dict:
+def _merge_sketches(row: dict, sketched: list[dict]) -> None:
+    sketches = [hashing.kmv_from_bytes(s["ndv_sketch"]) for s in sketched if s["ndv_sketch"]]
+    if sketches:
+        row["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv_merge(sketches))
+    klls = [ds.kll_doubles_sketch.deserialize(s["quantile_sketch"]) for s in sketched
+            if s["quantile_sketch"]]
+    for kll in klls[1:]:
+        klls[0].merge(kll)
+    if klls:
+        row["quantile_sketch"] = klls[0].serialize()
+
+
+def _reduce_row(field: pa.Field, present: pa.StructArray, total_rows: int) -> dict:
+    """The column's row from the index rows of the partitions holding it."""
     kind = ty.kind_of(field.type)
-    present_rows = sum(s["row_count"] for s in stats)
+
+    def child(name: str) -> pa.Array:
+        return pc.struct_field(present, name)
+
+    def total(name: str) -> int:
+        return int(pc.sum(child(name)).as_py() or 0)
     # rows of partitions that lack the column (added later) are nulls of the table column
     row = {"column": field.name, "type": str(field.type), "row_count": total_rows,
-           "null_count": total_rows - present_rows + sum(s["null_count"] for s in stats)}
+           "null_count": total_rows - total("row_count") + total("null_count")}
     if kind == ty.OTHER:
         return row
     if kind == ty.FLOAT:
-        row["nan_count"] = sum(s["nan_count"] or 0 for s in stats)
-    mins = [s["min"] for s in stats if s["min"] is not None]
-    if mins:
-        row["min"] = ty.scalar_text(pc.min(ty.from_text(mins, field.type)))
-        row["max"] = ty.scalar_text(pc.max(ty.from_text(
-            [s["max"] for s in stats if s["max"] is not None], field.type)))
+        row["nan_count"] = total("nan_count")
+    lows, highs = child("min").drop_null(), child("max").drop_null()
+    if len(lows):
+        row["min"] = ty.scalar_text(ty.min_max(lows)[0])
+        row["max"] = ty.scalar_text(ty.min_max(highs)[1])
     if kind in ty.NUMERIC_KINDS:
-        _reduce_moments(row, stats, kind)
+        _reduce_moments(row, pa.table({n: child(n) for n in (
+            "row_count", "null_count", "nan_count", "sum", "mean", "stddev")}).to_pylist(), kind)
     if kind in ty.LENGTH_KINDS:
-        sized = [s for s in stats if s["min_length"] is not None]
-        if sized:
-            n = [s["row_count"] - s["null_count"] for s in sized]
-            row["min_length"] = min(s["min_length"] for s in sized)
-            row["max_length"] = max(s["max_length"] for s in sized)
-            row["avg_length"] = sum(s["avg_length"] * k for s, k in zip(sized, n)) / sum(n)
+        sized = present.filter(pc.is_valid(child("min_length")))
+        if len(sized):
+            n = pc.subtract(pc.struct_field(sized, "row_count"),
+                            pc.struct_field(sized, "null_count")).to_pylist()
+            row["min_length"] = pc.min(pc.struct_field(sized, "min_length")).as_py()
+            row["max_length"] = pc.max(pc.struct_field(sized, "max_length")).as_py()
+            avg = pc.struct_field(sized, "avg_length").to_pylist()
+            row["avg_length"] = sum(a * k for a, k in zip(avg, n)) / sum(n)
     if kind == ty.BOOLEAN:
-        row["true_count"] = sum(s["true_count"] or 0 for s in stats)
+        row["true_count"] = total("true_count")
     return row
 
 

@@ -40,7 +40,7 @@ def compute_ranks(stats_root: str, invoker: Invoker, settings: Settings, columns
     unknown = [c for c in columns if c not in table_schema.names]
     if unknown:
         raise KeyError(f"no column {', '.join(map(repr, unknown))} in the table")
-    paths = sorted(stats.manifest["partitions"])
+    paths = [p["path"] for p in stats.partitions()]
     report = RanksReport(stats.version)
     totals: dict[str, list[int]] = {}
     steps, completed = 3 * len(paths) * len(columns), 0

@@ -1,0 +1,111 @@
+"""The partition index of a table version (partitions.parquet, core.schema.INDEX_FIELDS): one
+row per partition, sorted by path, with each table column's statistics in a struct column of
+its own, min and max typed. A version's index is the previous one minus the partitions that
+left plus those that came: building it reads the new partitions' statistics only."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from core import schema
+from core import types as ty
+from metastore import files
+from metastore.layout import INDEX
+from metastore.store import DataFile, Store
+
+_STATISTICS = [n for n in schema.STATISTIC_NAMES if n not in schema.SKETCH_NAMES]
+
+
+def value_type(field: pa.Field) -> pa.DataType | None:
+    """The type of the column's typed min and max in the index; None for nested columns."""
+    return None if ty.kind_of(field.type) == ty.OTHER else ty.value_type(field.type)
+
+
+def build(parts: list[tuple[DataFile, pa.Table]], table_schema: pa.Schema) -> pa.Table:
+    """The index rows of partitions, from their statistics.parquet tables."""
+    parts = sorted(parts, key=lambda p: p[0].rel_path)
+    by_column = [{r["column"]: r for r in stats.select(_STATISTICS).to_pylist()}
+                 for _, stats in parts]
+    arrays = [pa.array([f.rel_path for f, _ in parts], pa.string()),
+              pa.array([f.size for f, _ in parts], pa.int64()),
+              pa.array([f.etag for f, _ in parts], pa.string()),
+              pa.array([f.fingerprint for f, _ in parts], pa.string()),
+              pa.array([files.row_count_of(stats) for _, stats in parts], pa.int64()),
+              pa.array([list(f.partition_values.items()) for f, _ in parts],
+                       schema.INDEX_FIELDS[5][1]),
+              pa.array([stats.schema.metadata[files.DATA_SCHEMA_KEY].decode()
+                        for _, stats in parts], pa.string())]
+    names = list(schema.INDEX_BASE)
+    for k, field in enumerate(table_schema):
+        arrays.append(_column([by_name.get(field.name) for by_name in by_column], field))
+        names.append(schema.index_column_name(k))
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _column(rows: list[dict | None], field: pa.Field) -> pa.StructArray:
+    vt = value_type(field)
+    struct = schema.index_column_type(vt)
+    children = []
+    for child in struct:
+        if child.name in ("min", "max"):
+            texts = [r[child.name] if r else None for r in rows]
+            children.append(ty.from_text(texts, field.type))
+        else:
+            children.append(pa.array([r.get(child.name) if r else None for r in rows],
+                                     child.type))
+    absent = pa.array([r is None for r in rows], pa.bool_())
+    return pa.StructArray.from_arrays(children, fields=list(struct), mask=absent)
+
+
+def without(index: pa.Table, paths: set[str]) -> pa.Table:
+    return index.filter(pc.invert(pc.is_in(index["path"], pa.array(sorted(paths), pa.string()))))
+
+
+def combine(old: pa.Table | None, old_schema: pa.Schema | None, added: pa.Table,
+            table_schema: pa.Schema) -> pa.Table:
+    """`old` rows (over `old_schema`) and `added` ones (built over `table_schema`), re-keyed
+    to table_schema's columns, sorted by path."""
+    if old is None or old.num_rows == 0:
+        return added.sort_by("path")
+    positions = {f.name: k for k, f in enumerate(old_schema)}
+    arrays = [old[n] for n in schema.INDEX_BASE]
+    for k, field in enumerate(table_schema):
+        target = schema.index_column_type(value_type(field))
+        if field.name in positions:
+            column = old[schema.index_column_name(positions[field.name])].combine_chunks()
+            arrays.append(column.cast(target) if column.type != target else column)
+        else:                                  # a column that came with the added partitions
+            arrays.append(pa.nulls(old.num_rows, target))
+    old = pa.Table.from_arrays(arrays, names=added.column_names)
+    return pa.concat_tables([old, added]).sort_by("path")
+
+
+def write(out: Store, index: pa.Table) -> None:
+    out.write_parquet(index, INDEX)
+
+
+def read(directory: Store, table_schema: pa.Schema, columns: list[str] | None = None,
+         base: list[str] | None = None, filters=None) -> pa.Table:
+    """The index of the version in `directory`: base fields (all, or `base`) and the struct
+    columns of `columns` (all, or none with an empty list), named c<k> by the table schema;
+    only the rows `filters` keeps, if given."""
+    names = list(schema.INDEX_BASE if base is None else base)
+    wanted = table_schema.names if columns is None else columns
+    names += [schema.index_column_name(table_schema.get_field_index(c)) for c in wanted]
+    return directory.read_parquet(INDEX, columns=names, filters=filters)
+
+
+ENTRY = ["path", "etag", "fingerprint", "partition_values", "row_count", "size"]   # JSON order
+
+
+def entries(index: pa.Table) -> dict[str, dict]:
+    """path -> size, etag, fingerprint, partition_values, row_count: what a version holds."""
+    rows = index.select(ENTRY).to_pylist()
+    return {r.pop("path"): {**r, "partition_values": dict(r["partition_values"])} for r in rows}
+
+
+def schemas(index: pa.Table) -> list[tuple[str, pa.Schema]]:
+    """(path, data schema) of each partition, in path order."""
+    decoded: dict[str, pa.Schema] = {}        # few distinct schemas: each decoded once
+    return [(path, decoded.get(text) or decoded.setdefault(text, files.decode_schema(text)))
+            for path, text in zip(index["path"].to_pylist(), index["schema"].to_pylist())]
