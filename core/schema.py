@@ -43,6 +43,11 @@ STATISTICS_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("singleton_count", pa.int64(),
      "table level: values seen exactly once; when frequencies_complete is false these are "
      "the values left out of frequencies.parquet"),
+    ("exact_as_of", pa.string(),
+     "table level: null when distinct_count, singleton_count and the column's frequencies "
+     "describe this version; else the version they last described exactly (a new file "
+     "changed a column too large to merge at once: distinct_count is then the sketch's "
+     "estimate, distinct_count_exact false, until a compaction or compute --exact)"),
     # binary columns below: the bulk of the file, skipped by readers that do not need them
     ("ndv_sketch", pa.binary(),
      "KMV distinct-count sketch: the up to 4,096 smallest 64-bit hashes (core.hashing) "

@@ -41,6 +41,7 @@ class Settings:
     frequencies: FrequencySettings = field(default_factory=FrequencySettings)
     redis_url: str | None = None         # the coordinator's Redis (None: the CLI embeds one)
     allow_partial: bool = False          # publish over the good partitions when some fail
+    exact: bool = False                  # recompute every stale table-level frequency list
     max_attempts: int = MAX_ATTEMPTS     # per call of a step
     timeout: float = TIMEOUT_SECONDS     # a call running longer is stopped and retried
     workers: int | None = None           # concurrent workers (None: the invoker's default)

@@ -150,6 +150,13 @@ def scalar_text(value: pa.Scalar) -> str | None:
     return to_text(pa.repeat(value, 1))[0].as_py()
 
 
+def retext(texts: pa.Array | pa.ChunkedArray, source: pa.DataType,
+           target: pa.DataType) -> pa.Array:
+    """Canonical text of `source` values as the `target` type spells them (a column that is
+    int32 in one file and float64 in the table is re-rendered as float64)."""
+    return to_text(from_text(texts, source).cast(target))
+
+
 def from_text(texts: list[str | None] | pa.Array, t: pa.DataType) -> pa.Array:
     """Parse canonical text back into typed values (the inverse of `to_text`)."""
     if isinstance(texts, pa.ChunkedArray):

@@ -27,6 +27,7 @@ FLAG_SETTINGS = {
     "low_duplicate_max": ("frequencies", "low_duplicate_max"),
     "all_values": ("frequencies", "all_values"),
     "redis_url": (None, "redis_url"), "allow_partial": (None, "allow_partial"),
+    "exact": (None, "exact"),
     "max_attempts": (None, "max_attempts"), "timeout": (None, "timeout"),
     "workers": (None, "workers"), "function_name": (None, "steps_function"),
     "window": (None, "reduce_window"),
@@ -271,6 +272,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--low-duplicate-max", type=int, metavar="N",
                    help="auto: low-duplicate when at most N values can repeat "
                         f"(default {defaults.LOW_DUPLICATE_MAX})")
+    c.add_argument("--exact", action="store_true",
+                   help="make every table-level distinct count and frequency list exact now: "
+                        "lists too large to merge with each new file otherwise wait for a "
+                        "compaction, marked with the version they last described")
     c.add_argument("--all-values", action="store_true",
                    help="list values seen once too, also for near-unique columns")
     c.add_argument("--bloom-min-distinct", type=int, metavar="N",

@@ -73,8 +73,15 @@ class TableStatistics:
         return self.statistics(partition, [column], sketches).to_pylist()[0]
 
     def frequencies(self, column: str, partition: str | None = None) -> pa.Table:
-        return files.read_frequencies(self.partition_dir(partition), [column]).select(
-            ["value", "frequency"])
+        """(value, frequency) of a column; at table level, from the version whose
+        frequencies.parquet holds the column's list (a version rewrites only the lists that
+        changed)."""
+        if partition is None:
+            where = self.manifest.get("frequency_lists", {}).get(column, {})
+            directory = self.layout.version(where.get("version", self.version))
+        else:
+            directory = self.partition_dir(partition)
+        return files.read_frequencies(directory, [column]).select(["value", "frequency"])
 
     def histogram_table(self, column: str, partition: str | None = None) -> pa.Table:
         parquet = self.partition_dir(partition).open_parquet(HISTOGRAMS)
@@ -109,13 +116,15 @@ class TableStatistics:
         freq = self.frequencies(column, partition)
         if top is not None:
             freq = freq.slice(0, max(0, top))
-        out = {"column": column, "exact": True,
+        out = {"column": column, "exact": not row.get("exact_as_of"),
                "algorithm": "partition" if partition else row["frequency_algorithm"],
                "distinct_count": row["distinct_count"], "null_count": row["null_count"],
                "values": [{"value": v, "frequency": f} for v, f in
                           zip(freq["value"].to_pylist(), freq["frequency"].to_pylist())]}
         if not row["frequencies_complete"]:
             out["omitted_singletons"] = row["singleton_count"]
+        if row.get("exact_as_of"):
+            out["exact_as_of"] = row["exact_as_of"]
         return out
 
     def partitions(self) -> list[dict]:
@@ -131,7 +140,7 @@ class TableStatistics:
         approximate, from the merged KLL sketch, with its normalized rank error."""
         row = self._row(column, sketches=True)
         arrow_type = self.schema().field(column).type
-        if row["frequencies_complete"]:
+        if row["frequencies_complete"] and not row["exact_as_of"]:
             freq = self.frequencies(column)
             return {"exact": True, "quantiles": quantiles.from_counts(
                 freq["value"], freq["frequency"].to_numpy(), arrow_type, qs)}

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from algorithms.frequencies import delta
 from algorithms.frequencies import driver as frequencies
 from algorithms.partitions import reduce
 from algorithms.partitions.driver import compute_partitions
@@ -97,8 +98,10 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
         and not layout.partition(f.rel_path, f.fingerprint).exists(STATISTICS))]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(published) - set(data_files))
+    stale = previous and any(v["stale_rows"] for v in previous.manifest.get(
+        "frequency_lists", {}).values())
     if previous and published == {p: f.fingerprint for p, f in data_files.items()} \
-            and not previous.manifest.get("missing") \
+            and not previous.manifest.get("missing") and not (settings.exact and stale) \
             and previous.manifest["settings"] == settings.recorded():
         report.version = previous.manifest["version"]
         report.row_count = previous.manifest["row_count"]
@@ -126,6 +129,48 @@ def reduce_table(table_uri: str, invoker: Invoker, settings: Settings) -> Report
     return compute(table_uri, invoker, settings)
 
 
+def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table,
+                 table_schema: pa.Schema, rows: list[dict],
+                 added: list[tuple[DataFile, pa.Schema]], removed: set[str],
+                 good: dict[str, DataFile], version: str, report: Report, settings: Settings,
+                 invoker: Invoker, progress: Progress | None) -> dict[str, dict]:
+    """The version's frequencies.parquet, and its columns' distinct counts in `rows`: merged
+    with the change, recomputed, or carried from the previous version (algorithms.frequencies
+    .delta). Returns where each column's list lives."""
+    before = {}
+    if previous:
+        old = layout.version(previous.manifest["version"]).read_parquet(STATISTICS)
+        before = {r["column"]: r for r in old.drop_columns(["bloom_filter"]).to_pylist()}
+    plan = delta.plan(previous.manifest if previous else None, before, new_index, table_schema,
+                      rows, added, delta.removed_partitions(previous.index, previous.schema,
+                                                           removed) if previous else {},
+                      layout, version, settings)
+    exact = frequencies.compute(
+        table_schema, rows, new_index,
+        {p: layout.partition(p, f.fingerprint).uri for p, f in good.items()},
+        invoker, settings, layout, layout.version(version), progress, plan.recompute,
+        plan.merged)
+    for row in rows:
+        name = row["column"]
+        if name in exact:
+            c = exact[name]
+            row.update(distinct_count=c.distinct_count, distinct_count_exact=True,
+                       singleton_count=c.singleton_count, frequencies_complete=c.complete,
+                       frequency_algorithm=c.algorithm)
+            report.frequencies[c.name] = c.as_json()
+        elif name in plan.lists and name not in plan.recompute:      # carried
+            row.update({k: before[name][k] for k in (
+                "distinct_count", "distinct_count_exact", "singleton_count",
+                "frequencies_complete", "frequency_algorithm")})
+            if name in plan.stale:
+                row.update(distinct_count=delta.estimated_distinct(row),
+                           distinct_count_exact=False, exact_as_of=plan.stale[name])
+        elif ty.kind_of(table_schema.field(name).type) != ty.OTHER:
+            row.update(distinct_count=0, distinct_count_exact=True, singleton_count=0,
+                       frequencies_complete=True)            # no values at all
+    return plan.lists
+
+
 def _load(layout: Layout, data_files: list[DataFile]) -> list[reduce.PartitionStatistics]:
     """Partitions' statistics (sketches, no Bloom filters) and histograms; small files, so
     read side by side."""
@@ -143,6 +188,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
     removed = {p for p, e in kept.items()
                if p not in good or good[p].fingerprint != e["fingerprint"]}
     loaded = _load(layout, added)
+    added_schemas = [(f, p.schema) for f, p in zip(added, loaded)]
     remaining = index.without(previous.index, removed) if previous else None
     table_schema = reduce.table_schema(
         (index.schemas(remaining) if previous else []) + [(p.rel_path, p.schema) for p in loaded])
@@ -163,20 +209,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
     out = layout.version(version)
     try:
         rows = table_stats.statistics.to_pylist()
-        exact = frequencies.compute(
-            table_stats.schema, rows, new_index,
-            {p: layout.partition(p, f.fingerprint).uri for p, f in good.items()},
-            invoker, settings, layout, out, progress)
-        for row in rows:
-            if row["column"] in exact:
-                c = exact[row["column"]]
-                row.update(distinct_count=c.distinct_count, distinct_count_exact=True,
-                           singleton_count=c.singleton_count, frequencies_complete=c.complete,
-                           frequency_algorithm=c.algorithm)
-                report.frequencies[c.name] = c.as_json()
-            elif ty.kind_of(table_stats.schema.field(row["column"]).type) != ty.OTHER:
-                row.update(distinct_count=0, distinct_count_exact=True, singleton_count=0,
-                           frequencies_complete=True)            # no values at all
+        lists = _frequencies(layout, previous, new_index, table_stats.schema, rows, added_schemas,
+                             removed, good, version, report, settings, invoker, progress)
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count)
         index.write(out, new_index)
         out.write_parquet(table_stats.histograms, HISTOGRAMS)
@@ -186,7 +220,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             "table": report.table, "row_count": table_stats.row_count,
             "partition_count": new_index.num_rows,
             "schema": files.encode_schema(table_stats.schema),
-            "missing": dict(report.failed), "settings": settings.recorded()})
+            "missing": dict(report.failed), "settings": settings.recorded(),
+            "frequency_lists": lists})
         published, other = publish.swap(layout, settings.redis_url, version)
     except BaseException:
         out.delete_dir()                         # never published: nothing refers to it

@@ -151,8 +151,9 @@ def test_redis_holds_nothing_after_a_job(table, by_algorithm, redis_url):
 
 
 def test_failed_step_leaves_no_keys_and_publishes_nothing(tmp_path, run, redis_url):
-    """A partition's stored frequencies turn unreadable: the frequency step fails, no new
-    version appears, and the job's Redis keys are gone."""
+    """A partition's stored frequencies turn unreadable, and other frequency settings make
+    the table level read every partition's again: the frequency step fails, no new version
+    appears, and the job's Redis keys are gone."""
     import redis
 
     from fleet.protocol import StepFailed
@@ -164,7 +165,7 @@ def test_failed_step_leaves_no_keys_and_publishes_nothing(tmp_path, run, redis_u
     stats_dir = next((root / "_lakestats" / "partitions").glob("part-1.parquet/*"))
     (stats_dir / "frequencies.parquet").write_bytes(b"not parquet")
     with pytest.raises(StepFailed):
-        run(root)
+        run(root, frequencies=FrequencySettings("binned"))
     assert TableStatistics(f"{root}/_lakestats").version == first.version
     assert list(redis.Redis.from_url(redis_url).scan_iter("lakestats:job:*")) == []
 

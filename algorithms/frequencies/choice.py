@@ -68,6 +68,13 @@ def choose(partition_rows: list[dict], table_row: dict, settings: FrequencySetti
     return LOW_DUPLICATE if repeated <= settings.low_duplicate_max else BINNED
 
 
+def counts(index: pa.Table, k: int, paths: list[str]) -> dict[str, dict]:
+    """partition -> its COUNTS of column k, for the partitions holding the column."""
+    struct = index[schema.index_column_name(k)]
+    rows = pa.table({n: pc.struct_field(struct, n) for n in COUNTS}).to_pylist()
+    return {p: c for p, c, held in zip(paths, rows, struct.is_valid().to_pylist()) if held}
+
+
 def plan(table_schema: pa.Schema, table_rows: list[dict], index: pa.Table,
          settings: FrequencySettings, workers: int,
          columns: list[str] | None = None) -> list[PlannedColumn]:
@@ -78,10 +85,7 @@ def plan(table_schema: pa.Schema, table_rows: list[dict], index: pa.Table,
     for k, (f, row) in enumerate(zip(table_schema, table_rows)):
         if ty.kind_of(f.type) == ty.OTHER or columns is not None and f.name not in columns:
             continue
-        struct = index[schema.index_column_name(k)]
-        counts = pa.table({n: pc.struct_field(struct, n) for n in COUNTS}).to_pylist()
-        present = {p: c for p, c, held in zip(paths, counts, struct.is_valid().to_pylist())
-                   if held}
+        present = counts(index, k, paths)
         if not any(r["distinct_count"] for r in present.values()):
             continue
         auto = choose(list(present.values()), row, settings)

@@ -23,12 +23,19 @@ from metastore.store import Store
 PAGE = schema.FREQUENCIES_ROW_GROUP     # rows a row group holds, and a Redis page
 
 
-def write(out: Store, columns: list[PlannedColumn], scope: JobScope, senders: int,
-          confirmed: list[FrequencyResult], reduced: list[FrequencyResult]) -> None:
-    """Stream frequencies.parquet, column after column in table order, in row groups of
-    PAGE rows of one column, whatever batches the streams deliver: equal frequencies give
-    equal files, and a column's lookup reads only its row groups."""
+def streams(columns: list[PlannedColumn], scope: JobScope, senders: int,
+            confirmed: list[FrequencyResult], reduced: list[FrequencyResult]
+            ) -> list[tuple[int, str, Iterator[pa.Table]]]:
+    """(k, name, the column's frequencies in file order) of each reduced column."""
     r = client(scope.job.redis_url, raw=True)
+    return [(c.k, c.field.name, _column_stream(c, scope, r, senders, confirmed, reduced))
+            for c in columns]
+
+
+def write(out: Store, sources: list[tuple[int, str, Iterator[pa.Table]]]) -> None:
+    """Stream frequencies.parquet, column after column in table order, in row groups of
+    PAGE rows of one column, whatever batches the sources deliver: equal frequencies give
+    equal files, and a column's lookup reads only its row groups."""
     pending: list[pa.Table] = []
     with out.atomic_output(FREQUENCIES) as sink, pq.ParquetWriter(
             sink, schema.FREQUENCIES_SCHEMA, compression="zstd") as writer:
@@ -41,10 +48,10 @@ def write(out: Store, columns: list[PlannedColumn], scope: JobScope, senders: in
             if rows is not None and rows.num_rows:
                 pending.append(rows)
 
-        for c in columns:
-            for batch in _column_stream(c, scope, r, senders, confirmed, reduced):
+        for _, name, batches in sorted(sources, key=lambda s: s[0]):
+            for batch in batches:
                 pending.append(pa.table({
-                    "column": pa.repeat(pa.scalar(c.field.name), batch.num_rows),
+                    "column": pa.repeat(pa.scalar(name), batch.num_rows),
                     "value": batch["value"], "frequency": batch["frequency"]},
                     schema=schema.FREQUENCIES_SCHEMA))
                 if sum(t.num_rows for t in pending) >= PAGE:

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
 from algorithms.frequencies.choice import ColumnFrequencies, PlannedColumn, plan
-from algorithms.frequencies.collect import write
+from algorithms.frequencies.collect import streams, write
 from core.bloom import BloomFilter
 from core.settings import Settings
 from fleet.fanout import Progress, fan_out, results
@@ -27,15 +27,33 @@ BLOOM_ERROR_RATE = 0.01
 
 def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Table,
             stats_dirs: dict[str, str], invoker: Invoker, settings: Settings, layout: Layout,
-            out: Store, progress: Progress | None = None,
-            only: list[str] | None = None) -> dict[str, ColumnFrequencies]:
-    """Write `out`/frequencies.parquet for the table (the columns `only`, if given); returns
-    each column's outcome. `partitions` is the partition index, `stats_dirs` maps a partition
-    to its statistics directory."""
-    paths = partitions["path"].to_pylist()
-    schemas = dict(index.schemas(partitions))
+            out: Store, progress: Progress | None = None, only: list[str] | None = None,
+            merged: dict[str, tuple[ColumnFrequencies, pa.Table]] | None = None
+            ) -> dict[str, ColumnFrequencies]:
+    """Write `out`/frequencies.parquet: the columns `only` (all, if None) reduced over every
+    partition, and the `merged` ones as given; returns each written column's outcome.
+    `partitions` is the partition index, `stats_dirs` maps a partition to its directory."""
+    merged = merged or {}
     columns = plan(table_schema, table_rows, partitions, settings.frequencies, invoker.workers,
                    only)
+    sources = [(table_schema.get_field_index(name), name, iter([table]))
+               for name, (_, table) in merged.items()]
+    if not columns:
+        write(out, sources)
+    else:
+        with JobScope(settings.redis_url, layout) as scope:
+            sources += _reduce(columns, partitions, stats_dirs, invoker, settings, scope,
+                               progress)
+            write(out, sources)
+    return {**{c.field.name: c.result for c in columns},
+            **{name: result for name, (result, _) in merged.items()}}
+
+
+def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dirs: dict[str, str],
+            invoker: Invoker, settings: Settings, scope: JobScope, progress: Progress | None):
+    """The steps over every partition; the columns' streams for the file."""
+    paths = partitions["path"].to_pylist()
+    schemas = dict(index.schemas(partitions))
 
     def per_partition(step: str, algorithms: tuple[str, ...]) -> list[StepEvent]:
         events = []
@@ -46,29 +64,26 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Tabl
                 events.append(StepEvent(step, p, FrequencyTask(i, specs, stats_dirs[p])))
         return events
 
+    def run(events: list[StepEvent], step: str) -> list[FrequencyResult]:
+        done = results(fan_out(invoker, scope, events, max_attempts=settings.max_attempts,
+                               timeout=settings.timeout, progress=progress,
+                               label=f"table frequencies: {step}"))
+        _add_bytes(columns, done)
+        return done
+
     binned = [c for c in columns if c.result.algorithm == BINNED]
     bins = max((c.spec.bins for c in binned), default=0)
     per_bin = [StepEvent(FREQUENCY_REDUCE, f"bin {b}", FrequencyTask(
         b, [c.spec for c in binned if b < c.spec.bins])) for b in range(bins)]
-
-    with JobScope(settings.redis_url, layout) as scope:
-        def run(events: list[StepEvent], step: str) -> list[FrequencyResult]:
-            done = results(fan_out(invoker, scope, events, max_attempts=settings.max_attempts,
-                                   timeout=settings.timeout, progress=progress,
-                                   label=f"table frequencies: {step}"))
-            _add_bytes(columns, done)
-            return done
-
-        run(per_partition(FREQUENCY_SEND, (LOW_DISTINCT, LOW_DUPLICATE, BINNED)), "send")
-        for c in columns:
-            if c.result.algorithm == LOW_DUPLICATE:
-                _candidates(c, scope)
-        confirm = per_partition(FREQUENCY_CONFIRM, (LOW_DUPLICATE,))
-        done = run(confirm + per_bin, "reduce")
-        if progress:
-            progress(0, 1, "table frequencies: write")
-        write(out, columns, scope, len(paths), done[:len(confirm)], done[len(confirm):])
-    return {c.field.name: c.result for c in columns}
+    run(per_partition(FREQUENCY_SEND, (LOW_DISTINCT, LOW_DUPLICATE, BINNED)), "send")
+    for c in columns:
+        if c.result.algorithm == LOW_DUPLICATE:
+            _candidates(c, scope)
+    confirm = per_partition(FREQUENCY_CONFIRM, (LOW_DUPLICATE,))
+    done = run(confirm + per_bin, "reduce")
+    if progress:
+        progress(0, 1, "table frequencies: write")
+    return streams(columns, scope, len(paths), done[:len(confirm)], done[len(confirm):])
 
 
 def _add_bytes(columns: list[PlannedColumn], done: list[FrequencyResult]) -> None:

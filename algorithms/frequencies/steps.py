@@ -30,8 +30,7 @@ def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]
         counts = table.filter(pc.equal(table["column"], c.name)).select(["value", "frequency"])
         if c.retype and counts.num_rows:   # an empty file may type a column null
             source, target = (files.decode_schema(s).field(0).type for s in c.retype)
-            typed = ty.from_text(counts["value"], source).cast(target)
-            counts = counts.set_column(0, "value", ty.to_text(typed))
+            counts = counts.set_column(0, "value", ty.retext(counts["value"], source, target))
         out[c.k] = counts
     return out
 

@@ -1,0 +1,164 @@
+"""Table frequencies of a new version from the previous version's, in the cost of the change.
+
+A version's frequencies.parquet holds the columns it computed; the manifest points each column
+at the version whose file holds its list (`frequency_lists`), so a column no change touched is
+not rewritten. For a column a change does touch, one of:
+
+- merge    the previous list is complete and exact, and small (at most MERGE_MAX values, or
+           MERGE_PER_ROW per changed row): the coordinator adds the new partitions' counts and
+           subtracts the removed ones', and sorts. Exact, in the cost of the list and the change.
+- recompute by the distributed algorithms over every partition: a column new to the table, a
+           previous list that is incomplete or stale, other frequency settings, `--exact`, or
+           a stale list whose changed rows passed COMPACT_FRACTION of the table (compaction).
+- carry    the list stays where it is, stale: its statistics say since which version
+           (exact_as_of), and distinct_count becomes the sketch's estimate. Large columns (a
+           near-unique text, a key) wait so for the next compaction instead of costing the
+           whole column on every new file.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from algorithms.frequencies import LOW_DUPLICATE
+from algorithms.frequencies.choice import ColumnFrequencies, choose, counts
+from core import hashing
+from core import schema as statistics_schema
+from core import types as ty
+from core.counting import sum_by_value
+from core.settings import Settings
+from metastore import files, index
+from metastore.layout import Layout
+from metastore.store import DataFile
+
+MERGE_MAX = 100_000          # a list this long merges in well under a second
+MERGE_PER_ROW = 8            # or, for a large change, up to 8 values per changed row
+COMPACT_FRACTION = 0.1       # a stale list is recomputed once this share of rows changed
+
+
+@dataclass
+class Plan:
+    recompute: list[str]                             # by the distributed algorithms
+    merged: dict[str, tuple[ColumnFrequencies, pa.Table]]
+    lists: dict[str, dict]        # column -> {"version": where its list is, "stale_rows": n}
+    stale: dict[str, str]         # column -> exact_as_of, for carried stale columns
+
+
+def plan(previous: dict | None, previous_rows: dict[str, dict], new_index: pa.Table,
+         table_schema: pa.Schema, table_rows: list[dict],
+         added: list[tuple[DataFile, pa.Schema]], removed: dict[str, dict], layout: Layout,
+         version: str, settings: Settings) -> Plan:
+    """`previous` is the previous manifest (None: compute everything), `previous_rows` its
+    table statistics by column, `added` the added partitions with their schemas, `removed`
+    what removed_partitions says of the removed ones."""
+    names = [f.name for f in table_schema if ty.kind_of(f.type) != ty.OTHER]
+    out = Plan([], {}, {}, {})
+    if previous is None or previous["settings"]["table"] != settings.recorded()["table"]:
+        out.recompute = names
+        out.lists = {n: {"version": version, "stale_rows": 0} for n in names}
+        return out
+    total_rows = int(pc.sum(new_index["row_count"]).as_py() or 0)
+    paths = new_index["path"].to_pylist()
+    added_paths = {f.rel_path for f, _ in added}
+    for k, field in enumerate(table_schema):
+        if field.name not in names:
+            continue
+        held = counts(new_index, k, paths)
+        changed = sum(r["row_count"] - r["null_count"] for p, r in held.items()
+                      if p in added_paths) \
+            + sum(r["values"].get(field.name, 0) for r in removed.values())
+        before = previous_rows.get(field.name)
+        where = previous.get("frequency_lists", {}).get(
+            field.name, {"version": previous["version"], "stale_rows": 0})
+        if before is None or before.get("distinct_count") is None:
+            out.recompute.append(field.name)
+        elif changed == 0:
+            out.lists[field.name] = where
+            if before.get("exact_as_of"):
+                out.stale[field.name] = before["exact_as_of"]
+            continue
+        elif not before.get("exact_as_of") and before["frequencies_complete"] \
+                and before["distinct_count"] <= max(MERGE_MAX, MERGE_PER_ROW * changed):
+            out.merged[field.name] = _merge(
+                field, layout, where["version"], held, added, removed, table_rows[k], settings)
+        elif settings.exact or where["stale_rows"] + changed > COMPACT_FRACTION * total_rows:
+            out.recompute.append(field.name)
+        else:
+            out.lists[field.name] = {"version": where["version"],
+                                     "stale_rows": where["stale_rows"] + changed}
+            out.stale[field.name] = before.get("exact_as_of") or previous["version"]
+            continue
+        out.lists[field.name] = {"version": version, "stale_rows": 0}
+    return out
+
+
+def removed_partitions(previous_index: pa.Table, previous_schema: pa.Schema,
+                       removed: set[str]) -> dict[str, dict]:
+    """path -> fingerprint, schema and each column's non-null values, of removed partitions."""
+    rows = previous_index.filter(pc.is_in(previous_index["path"],
+                                          pa.array(sorted(removed), pa.string())))
+    out = {path: {"fingerprint": fp, "schema": part_schema, "values": {}}
+           for (path, part_schema), fp in zip(index.schemas(rows),
+                                              rows["fingerprint"].to_pylist())}
+    for k, field in enumerate(previous_schema):
+        struct = rows[statistics_schema.index_column_name(k)].combine_chunks()
+        values = pc.subtract(pc.struct_field(struct, "row_count"),
+                             pc.struct_field(struct, "null_count")).to_pylist()
+        for path, n in zip(rows["path"].to_pylist(), values):
+            if n is not None:
+                out[path]["values"][field.name] = n
+    return out
+
+
+def _merge(field: pa.Field, layout: Layout, list_version: str, held: dict[str, dict],
+           added: list[tuple[DataFile, pa.Schema]], removed: dict[str, dict], table_row: dict,
+           settings: Settings) -> tuple[ColumnFrequencies, pa.Table]:
+    """The previous list, plus the added partitions' counts, minus the removed ones'."""
+    parts = [files.read_frequencies(layout.version(list_version), [field.name])]
+    signs = [1]
+    for f, part_schema in added:
+        if f.rel_path in held:
+            parts.append(_partition_counts(layout.partition(f.rel_path, f.fingerprint),
+                                           part_schema, field))
+            signs.append(1)
+    for path, row in removed.items():
+        if field.name in row["values"]:
+            parts.append(_partition_counts(layout.partition(path, row["fingerprint"]),
+                                           row["schema"], field))
+            signs.append(-1)
+    values = pa.chunked_array([p["value"] for p in parts], pa.string())
+    frequencies = pa.chunked_array([pc.multiply(p["frequency"], sign)
+                                    for p, sign in zip(parts, signs)], pa.int64())
+    values, summed = sum_by_value(values, frequencies.to_numpy())
+    merged = pa.table({"value": values, "frequency": summed})
+    merged = merged.filter(pc.greater(merged["frequency"], 0)).sort_by(
+        [("frequency", "descending"), ("value", "ascending")])
+    result = ColumnFrequencies(field.name, "", distinct_count=merged.num_rows,
+                               singleton_count=int(pc.sum(pc.equal(
+                                   merged["frequency"], 1)).as_py() or 0))
+    auto = choose(list(held.values()), table_row, settings.frequencies)
+    result.algorithm = auto if settings.frequencies.algorithm == "auto" \
+        else settings.frequencies.algorithm
+    if auto == LOW_DUPLICATE and not settings.frequencies.all_values:   # near-unique
+        merged = merged.filter(pc.greater(merged["frequency"], 1))
+        result.complete = result.singleton_count == 0
+    return result, merged
+
+
+def _partition_counts(directory, part_schema: pa.Schema, field: pa.Field) -> pa.Table:
+    """A partition's (value, frequency) of a column, values as the table's type spells them."""
+    counts = files.read_frequencies(directory, [field.name]).select(["value", "frequency"])
+    own = part_schema.field(field.name).type
+    if own != field.type and counts.num_rows:
+        counts = counts.set_column(0, "value", ty.retext(counts["value"], own, field.type))
+    return counts
+
+
+def estimated_distinct(row: dict) -> int | None:
+    """A stale column's distinct count: what its (current) KMV sketch estimates."""
+    if not row.get("ndv_sketch"):
+        return row.get("distinct_count")
+    return round(hashing.kmv_estimate(hashing.kmv_from_bytes(row["ndv_sketch"])))
+
