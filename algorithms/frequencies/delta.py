@@ -72,7 +72,8 @@ def plan(previous: dict | None, previous_rows: dict[str, dict], new_index: pa.Ta
         before = previous_rows.get(field.name)
         where = previous.get("frequency_lists", {}).get(
             field.name, {"version": previous["version"], "stale_rows": 0})
-        if before is None or before.get("distinct_count") is None:
+        if before is None or before.get("distinct_count") is None \
+                or settings.exact and before.get("exact_as_of"):
             out.recompute.append(field.name)
         elif changed == 0:
             out.lists[field.name] = where

@@ -46,8 +46,11 @@ class PartitionStatistics:
 
 
 def load(rel_path: str, stats_dir: Store) -> PartitionStatistics:
-    names = [n for n in schema.STATISTIC_NAMES if n != "bloom_filter"]
-    return PartitionStatistics(rel_path, stats_dir.read_parquet(STATISTICS, columns=names),
+    """A partition's statistics without their Bloom filters (files written before a
+    statistic existed lack its column), and its histograms."""
+    parquet = stats_dir.open_parquet(STATISTICS)
+    names = [n for n in parquet.schema_arrow.names if n != "bloom_filter"]
+    return PartitionStatistics(rel_path, parquet.read(columns=names),
                                stats_dir.read_parquet(HISTOGRAMS))
 
 
