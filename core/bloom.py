@@ -46,10 +46,7 @@ class BloomFilter:
         return cls(*size_for(n, error_rate))
 
     def _positions(self, hashes: np.ndarray) -> np.ndarray:
-        block = hashes % np.uint64(self.m // BLOCK_BITS) * np.uint64(BLOCK_BITS)
-        shifts = np.arange(self.k, dtype=np.uint64) * np.uint64(9)
-        within = (mix64(hashes)[:, None] >> shifts[None, :]) & np.uint64(BLOCK_BITS - 1)
-        return block[:, None] + within
+        return _positions(self.m, self.k, hashes)
 
     def add(self, hashes: np.ndarray) -> None:
         self.bits[self._positions(hashes).ravel()] = True
@@ -68,8 +65,26 @@ class BloomFilter:
         header = np.array([self.m, self.k], "<u8").tobytes()
         return header + np.packbits(self.bits, bitorder="little").tobytes()
 
+    @staticmethod
+    def may_contain(data: bytes, hashes: np.ndarray) -> np.ndarray:
+        """contains() on a serialized filter, probing its packed bits where they lie: a
+        lookup need not unpack a filter (one byte per bit) to ask about a few values."""
+        m, k = (int(x) for x in np.frombuffer(data[:16], "<u8"))
+        packed = np.frombuffer(data, np.uint8, offset=16)
+        positions = _positions(m, k, hashes)
+        bits = (packed[positions >> np.uint64(3)] >> (positions & np.uint64(7)).astype(np.uint8)) & 1
+        return bits.astype(bool).all(axis=1)
+
     @classmethod
     def from_bytes(cls, data: bytes) -> "BloomFilter":
         m, k = (int(x) for x in np.frombuffer(data[:16], "<u8"))
         packed = np.frombuffer(data[16:], np.uint8)
         return cls(m, k, np.unpackbits(packed, count=m, bitorder="little").astype(bool))
+
+
+def _positions(m: int, k: int, hashes: np.ndarray) -> np.ndarray:
+    """The k bit positions of each hash: one 512-bit block, k 9-bit slices of the remixed hash."""
+    block = hashes % np.uint64(m // BLOCK_BITS) * np.uint64(BLOCK_BITS)
+    shifts = np.arange(k, dtype=np.uint64) * np.uint64(9)
+    within = (mix64(hashes)[:, None] >> shifts[None, :]) & np.uint64(BLOCK_BITS - 1)
+    return block[:, None] + within

@@ -133,5 +133,11 @@ def index_column_type(value_type: pa.DataType | None) -> pa.DataType:
     fields += [("sum", pa.string()), ("mean", pa.float64()), ("stddev", pa.float64()),
                ("min_length", pa.int64()), ("max_length", pa.int64()),
                ("avg_length", pa.float64()), ("true_count", pa.int64()),
-               ("histogram_exponent", pa.int16())]
+               ("histogram_exponent", pa.int16()),
+               # membership without opening the partition (metastore.membership): the values
+               # and counts of a column with few, or where its Bloom filter lies in a pack
+               ("values", pa.list_(pa.struct([("value", pa.string()),
+                                              ("frequency", pa.int64())]))),
+               ("bloom_pack", pa.string()), ("bloom_offset", pa.int64()),
+               ("bloom_length", pa.int64())]
     return pa.struct(fields)

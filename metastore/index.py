@@ -21,8 +21,11 @@ def value_type(field: pa.Field) -> pa.DataType | None:
     return None if ty.kind_of(field.type) == ty.OTHER else ty.value_type(field.type)
 
 
-def build(parts: list[tuple[DataFile, pa.Table]], table_schema: pa.Schema) -> pa.Table:
-    """The index rows of partitions, from their statistics.parquet tables."""
+def build(parts: list[tuple[DataFile, pa.Table]], table_schema: pa.Schema,
+          membership: dict[str, dict[str, dict]] | None = None) -> pa.Table:
+    """The index rows of partitions, from their statistics.parquet tables and the membership
+    fields metastore.membership collected (path -> column -> fields)."""
+    membership = membership or {}
     parts = sorted(parts, key=lambda p: p[0].rel_path)
     by_column = [{r["column"]: r for r in stats.select(_STATISTICS).to_pylist()}
                  for _, stats in parts]
@@ -37,7 +40,10 @@ def build(parts: list[tuple[DataFile, pa.Table]], table_schema: pa.Schema) -> pa
                         for _, stats in parts], pa.string())]
     names = list(schema.INDEX_BASE)
     for k, field in enumerate(table_schema):
-        arrays.append(_column([by_name.get(field.name) for by_name in by_column], field))
+        rows = [by_name.get(field.name) for by_name in by_column]
+        rows = [r and {**r, **membership.get(f.rel_path, {}).get(field.name, {})}
+                for r, (f, _) in zip(rows, parts)]
+        arrays.append(_column(rows, field))
         names.append(schema.index_column_name(k))
     return pa.Table.from_arrays(arrays, names=names)
 

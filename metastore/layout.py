@@ -18,6 +18,7 @@ from metastore.store import Store
 STATISTICS, FREQUENCIES = "statistics.parquet", "frequencies.parquet"
 HISTOGRAMS, RANKS = "histograms.parquet", "ranks.parquet"
 MANIFEST, LATEST, INDEX = "manifest.json", "LATEST", "partitions.parquet"
+BLOOMS = "blooms.bin"          # the Bloom filters of the partitions a version added
 STATS_DIR = "_lakestats"       # hidden from the table's data files by its leading underscore
 
 

@@ -103,6 +103,11 @@ class Store:
         with self.fs.open_input_stream(self.path(*parts)) as f:
             return f.read()
 
+    def read_range(self, offset: int, length: int, *parts: str) -> bytes:
+        """`length` bytes from `offset` (one ranged GET on S3)."""
+        with self.fs.open_input_file(self.path(*parts)) as f:
+            return f.read_at(length, offset)
+
     def write_bytes(self, data: bytes, *parts: str) -> None:
         """Readers see the old object or the new one: S3 PUTs are atomic; locally we rename."""
         path = self.path(*parts)

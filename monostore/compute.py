@@ -26,7 +26,7 @@ from core.settings import Settings
 from fleet.fanout import Progress
 from fleet.invokers import Invoker
 from fleet.windows import reduction_started
-from metastore import files, index
+from metastore import files, index, membership
 from metastore.layout import HISTOGRAMS, STATISTICS, Layout
 from metastore.manifest import read_manifest, write_manifest
 from metastore.store import DataFile, Store
@@ -187,30 +187,32 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
              != f.fingerprint]
     removed = {p for p, e in kept.items()
                if p not in good or good[p].fingerprint != e["fingerprint"]}
-    loaded = _load(layout, added)
-    added_schemas = [(f, p.schema) for f, p in zip(added, loaded)]
-    remaining = index.without(previous.index, removed) if previous else None
-    table_schema = reduce.table_schema(
-        (index.schemas(remaining) if previous else []) + [(p.rel_path, p.schema) for p in loaded])
-    new_index = index.combine(
-        remaining, previous.schema if previous else None,
-        index.build([(f, p.statistics) for f, p in zip(added, loaded)], table_schema),
-        table_schema)
-    if previous and not removed:           # merge into the previous version's
-        old = layout.version(previous.manifest["version"])
-        sources = [(old.read_parquet(STATISTICS), old.read_parquet(HISTOGRAMS))]
-    else:                                  # merge every partition's anew
-        reused = [good[p] for p in sorted(good) if p in kept and p not in removed]
-        loaded += _load(layout, reused)
-        sources = []
-    sources += [(p.statistics, p.histograms) for p in loaded]
-    table_stats = reduce.reduce(new_index, table_schema, sources, settings.partition.max_bins)
     version = publish.allocate(layout, settings.redis_url)
     out = layout.version(version)
     try:
+        loaded = _load(layout, added)
+        added_stats = [(f, p.statistics) for f, p in zip(added, loaded)]
+        remaining = index.without(previous.index, removed) if previous else None
+        table_schema = reduce.table_schema((index.schemas(remaining) if previous else [])
+                                           + [(p.rel_path, p.schema) for p in loaded])
+        new_index = index.combine(
+            remaining, previous.schema if previous else None,
+            index.build(added_stats, table_schema, membership.collect(layout, version,
+                                                                       added_stats)),
+            table_schema)
+        if previous and not removed:       # merge into the previous version's
+            old = layout.version(previous.manifest["version"])
+            sources = [(old.read_parquet(STATISTICS), old.read_parquet(HISTOGRAMS))]
+        else:                              # merge every partition's anew
+            reused = [good[p] for p in sorted(good) if p in kept and p not in removed]
+            loaded += _load(layout, reused)
+            sources = []
+        sources += [(p.statistics, p.histograms) for p in loaded]
+        table_stats = reduce.reduce(new_index, table_schema, sources, settings.partition.max_bins)
         rows = table_stats.statistics.to_pylist()
-        lists = _frequencies(layout, previous, new_index, table_stats.schema, rows, added_schemas,
-                             removed, good, version, report, settings, invoker, progress)
+        lists = _frequencies(layout, previous, new_index, table_stats.schema, rows,
+                             [(f, p.schema) for f, p in zip(added, loaded)], removed, good,
+                             version, report, settings, invoker, progress)
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count)
         index.write(out, new_index)
         out.write_parquet(table_stats.histograms, HISTOGRAMS)

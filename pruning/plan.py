@@ -91,8 +91,10 @@ def _certain_rows(p: Candidate, node, stats: TableStatistics, schema: pa.Schema)
     if column not in schema.names or column not in p.view.stats:
         return 0
     arrow_type = schema.field(column).type
-    if not p.has_bloom(column, stats.manifest["settings"]["partition"]["bloom_min_distinct"]):
-        freq = files.read_frequencies(p.directory, [column])
+    if p.values(column) is not None or not p.has_bloom(column):
+        held = p.values(column)
+        freq = pa.Table.from_pylist(held) if held is not None else \
+            files.read_frequencies(p.directory, [column])
         values = ty.from_text(freq["value"], arrow_type).to_pylist()
         cells = [(v, v, n) for v, n in zip(values, freq["frequency"].to_pylist())]
     elif ty.kind_of(arrow_type) in ty.BINNED_KINDS:

@@ -197,7 +197,15 @@ RANGE_RULES: dict[type, Callable[[E.Expression, StatsView], Range]] = {
 
 
 def value_range(node: E.Expression, p: StatsView) -> Range:
-    return _apply(RANGE_RULES, node, p, UNKNOWN)
+    """The range of the node's values; a constant's is the same in every partition, so it is
+    derived once per query."""
+    cached = node.meta.get("lakestats.range")
+    if cached is not None:
+        return cached
+    found = _apply(RANGE_RULES, node, p, UNKNOWN)
+    if not node.find(E.Column):
+        node.meta["lakestats.range"] = found
+    return found
 
 
 def _apply(rules: dict, node: E.Expression, p: StatsView, unknown):
@@ -250,11 +258,7 @@ def _in(node: E.In, p: StatsView) -> Flags:
     if node.args.get("query") or not node.expressions:
         return MAYBE
     a = value_range(node.this, p)
-    items = node.meta.get("lakestats.items")
-    if items is None:
-        items = [value_range(x, p) for x in node.expressions]
-        if not any(x.find(E.Column) for x in node.expressions):
-            node.meta["lakestats.items"] = items     # constants: the same in every partition
+    items = [value_range(x, p) for x in node.expressions]
     if not all(i.known and i.column is None for i in items):
         return MAYBE
     with_values = [i for i in items if i.values]

@@ -186,6 +186,8 @@ def _aligned(r: Range, like) -> Range:
         if isinstance(like, decimal.Decimal) and isinstance(v, float):
             v = decimal.Decimal(repr(v))
         return v
+    if type(r.low) is type(like) and type(r.high) is type(like):
+        return r                          # the common case: nothing to align
     return replace(r, low=fix(r.low), high=fix(r.high))
 
 

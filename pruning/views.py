@@ -1,6 +1,6 @@
 """The partitions as a query plan sees them: one read of the version's partition index (the
-columns the query names), typed ranges per partition, and membership tests that read a
-partition's Bloom filter or exact frequencies only when a predicate asks."""
+columns the query names), typed ranges per partition, and membership tests from the index's
+value sets, or from Bloom filter packs read when a predicate first asks about a column."""
 from __future__ import annotations
 
 import datetime as dt
@@ -12,8 +12,10 @@ import pyarrow.compute as pc
 from core import schema as statistics_schema
 from core import types as ty
 from core.bloom import BloomFilter
+from core.hashing import hash_text
 from metastore import files
-from metastore.layout import STATISTICS
+from metastore.layout import Layout
+from metastore.membership import read_blooms
 from metastore.reader import TableStatistics
 from metastore.store import Store
 from pruning.predicate import StatsView
@@ -28,18 +30,27 @@ class Candidate:
     path: str
     rows: int
     size: int
-    directory: Store                 # its statistics files
+    fingerprint: str
+    layout: Layout
     view: StatsView
     flags: Flags = field(default=ALWAYS)
+
+    @property
+    def directory(self) -> Store:
+        """Its statistics files."""
+        return self.layout.partition(self.path, self.fingerprint)
 
     @property
     def fully(self) -> bool:
         return not (self.flags.false or self.flags.null)
 
-    def has_bloom(self, column: str, bloom_min_distinct: int) -> bool:
-        """The kernel writes a Bloom filter where a column has more distinct values than
-        that."""
-        return (self.view.stats[column].get("distinct_count") or 0) > bloom_min_distinct
+    def values(self, column: str) -> list[dict] | None:
+        """The column's values and counts in the partition, when it has few (the index
+        keeps them)."""
+        return self.view.stats[column].get("values")
+
+    def has_bloom(self, column: str) -> bool:
+        return self.view.stats[column].get("bloom") is not None
 
 
 def candidates(stats: TableStatistics, wanted: set[str]) -> list[Candidate]:
@@ -47,22 +58,21 @@ def candidates(stats: TableStatistics, wanted: set[str]) -> list[Candidate]:
     table_schema = stats.schema()
     columns = sorted(c for c in wanted if c in table_schema.names)
     index = stats.partition_index(columns)
-    bloom_min = stats.manifest["settings"]["partition"]["bloom_min_distinct"]
     paths = index["path"].to_pylist()
     per_column = {c: _ranges(index, table_schema, c) for c in columns}
+    blooms = _Blooms(stats, per_column)
     out = []
     for i, (path, rows, size, fingerprint, hive) in enumerate(zip(
             paths, index["row_count"].to_pylist(), index["size"].to_pylist(),
             index["fingerprint"].to_pylist(), index["partition_values"].to_pylist())):
-        directory = stats.layout.partition(path, fingerprint)
         held = {c: per_column[c][i] for c in columns if per_column[c][i] is not None}
         for name, value in hive:                               # Hive directories
             if name in wanted and name not in held:
                 held[name] = {"row_count": rows, "null_count": 0, "nan_count": 0,
                               "low": _guess(value), "high": _guess(value)}
-        candidate = Candidate(path, rows, size, directory, None)
+        candidate = Candidate(path, rows, size, fingerprint, stats.layout, None)
         candidate.view = StatsView(held, rows, set(table_schema.names) | {k for k, _ in hive},
-                                   _membership(candidate, table_schema, held, bloom_min))
+                                   _membership(candidate, i, table_schema, held, blooms))
         out.append(candidate)
     return out
 
@@ -71,8 +81,12 @@ def _ranges(index: pa.Table, table_schema: pa.Schema, column: str) -> list[dict 
     """Each partition's counts and typed [low, high] of a column (None where it lacks it)."""
     struct = index[statistics_schema.index_column_name(table_schema.get_field_index(column))]
     struct = struct.combine_chunks()
-    names = ["row_count", "null_count", "nan_count", "distinct_count"]
+    names = ["row_count", "null_count", "nan_count", "distinct_count", "values"]
     rows = pa.table({n: pc.struct_field(struct, n) for n in names}).to_pylist()
+    pointers = pa.table({n: pc.struct_field(struct, n) for n in (
+        "bloom_pack", "bloom_offset", "bloom_length")}).to_pylist()
+    for row, p in zip(rows, pointers):
+        row["bloom"] = tuple(p.values()) if p["bloom_pack"] else None
     if "min" in [f.name for f in struct.type]:
         low, high = pc.struct_field(struct, "min"), pc.struct_field(struct, "max")
         if pa.types.is_timestamp(low.type) and low.type.unit == "ns":
@@ -86,22 +100,50 @@ def _ranges(index: pa.Table, table_schema: pa.Schema, column: str) -> list[dict 
     return [row if h else None for row, h in zip(rows, held)]
 
 
-def _membership(candidate: Candidate, table_schema: pa.Schema, held: dict, bloom_min: int):
+class _Blooms:
+    """The Bloom filters of a column, of every partition, read at the first question about
+    it: one ranged read per pack. The values asked about are rendered and hashed once for
+    all partitions."""
+
+    def __init__(self, stats: TableStatistics, per_column: dict[str, list[dict | None]]):
+        self.stats, self.per_column, self.read, self.asked = stats, per_column, {}, {}
+
+    def texts(self, column: str, arrow_type: pa.DataType, values: list):
+        """(canonical texts, hashes) of values of a column, or None if they are not its."""
+        key = (column, repr(values))
+        if key not in self.asked:
+            try:
+                texts = ty.to_text(pa.array(values, ty.value_type(arrow_type)))
+                self.asked[key] = (texts, hash_text(texts))
+            except (pa.ArrowException, TypeError, ValueError):
+                self.asked[key] = None
+        return self.asked[key]
+
+    def of(self, column: str, i: int) -> bytes:
+        if column not in self.read:
+            self.read[column] = read_blooms(self.stats.layout, [
+                row["bloom"] if row else None for row in self.per_column[column]])
+        return self.read[column][i]
+
+
+def _membership(candidate: Candidate, i: int, table_schema: pa.Schema, held: dict,
+                blooms: _Blooms):
     def member(column: str, values: list) -> list[bool] | None:
-        """Which values the partition may hold: its Bloom filter or exact frequencies."""
+        """Which values the partition may hold: its value set, Bloom filter or frequencies."""
         if column not in held or column not in table_schema.names:
             return None
-        try:
-            texts = ty.to_text(pa.array(values, ty.value_type(table_schema.field(column).type)))
-        except (pa.ArrowException, TypeError, ValueError):
+        asked = blooms.texts(column, table_schema.field(column).type, values)
+        if asked is None:
             return None
-        if candidate.has_bloom(column, bloom_min):
-            stats = files.filter_columns(candidate.directory.read_parquet(
-                STATISTICS, columns=["column", "bloom_filter"]), [column])
-            bloom = stats["bloom_filter"][0].as_py()
-            return BloomFilter.from_bytes(bloom).contains_text(texts).tolist()
-        held_values = files.read_frequencies(candidate.directory, [column])["value"]
-        return pc.is_in(texts, value_set=held_values.combine_chunks()).to_pylist()
+        texts, hashes = asked
+        if candidate.values(column) is not None:
+            present = pa.array([v["value"] for v in candidate.values(column)], pa.string())
+        elif candidate.has_bloom(column):
+            return BloomFilter.may_contain(blooms.of(column, i), hashes).tolist()
+        else:
+            present = files.read_frequencies(candidate.directory, [column])["value"]
+        return pc.is_in(texts, value_set=present.combine_chunks()
+                        if isinstance(present, pa.ChunkedArray) else present).to_pylist()
     return member
 
 

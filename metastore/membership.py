@@ -1,0 +1,77 @@
+"""What the partition index keeps to answer "may this partition hold value v?" without
+opening the partition's files:
+
+- the exact values and counts of a column with at most VALUE_SET_MAX of them in the partition
+  (they also give a LIMIT's certain rows);
+- where the partition's Bloom filter of the column lies: Bloom filters of the partitions a
+  version adds are written one after the other, column by column, into one pack
+  (versions/<version>/blooms.bin), so a plan reads a column's filters of every partition the
+  version added in one ranged read, and a new version writes only the new partitions'.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from metastore import files
+from metastore.layout import BLOOMS, STATISTICS, Layout
+from metastore.store import DataFile
+
+VALUE_SET_MAX = 64
+
+
+def collect(layout: Layout, version: str, added: list[tuple[DataFile, pa.Table]]
+            ) -> dict[str, dict[str, dict]]:
+    """path -> column -> the index's membership fields, for the added partitions (whose
+    statistics tables are given); writes the version's Bloom filter pack."""
+    def read(item: tuple[DataFile, pa.Table]) -> tuple[str, dict, dict]:
+        f, stats = item
+        directory = layout.partition(f.rel_path, f.fingerprint)
+        small = [r["column"] for r in stats.select(["column", "distinct_count"]).to_pylist()
+                 if 0 < (r["distinct_count"] or 0) <= VALUE_SET_MAX]
+        values = {}
+        if small:
+            freq = files.read_frequencies(directory, small)
+            for name in small:
+                rows = freq.filter(pc.equal(freq["column"], name))
+                values[name] = rows.select(["value", "frequency"]).to_pylist()
+        blooms = directory.read_parquet(STATISTICS, columns=["column", "bloom_filter"])
+        blooms = {c: b for c, b in zip(blooms["column"].to_pylist(),
+                                       blooms["bloom_filter"].to_pylist()) if b is not None}
+        return f.rel_path, values, blooms
+
+    with ThreadPoolExecutor(16) as pool:
+        found = list(pool.map(read, added))
+    out = {path: {c: {"values": v} for c, v in values.items()} for path, values, _ in found}
+    pack, offset = [], 0
+    for column in sorted({c for _, _, blooms in found for c in blooms}):
+        for path, _, blooms in found:
+            if column in blooms:
+                data = blooms[column]
+                out[path].setdefault(column, {}).update(
+                    bloom_pack=version, bloom_offset=offset, bloom_length=len(data))
+                pack.append(data)
+                offset += len(data)
+    if pack:
+        layout.version(version).write_bytes(b"".join(pack), BLOOMS)
+    return out
+
+
+def read_blooms(layout: Layout, pointers: list[tuple[str, int, int] | None]
+                ) -> list[bytes | None]:
+    """The Bloom filters the (pack, offset, length) pointers name: one ranged read per pack."""
+    out: list[bytes | None] = [None] * len(pointers)
+    by_pack: dict[str, list[int]] = {}
+    for i, pointer in enumerate(pointers):
+        if pointer is not None:
+            by_pack.setdefault(pointer[0], []).append(i)
+    for pack, held in by_pack.items():
+        start = min(pointers[i][1] for i in held)
+        end = max(pointers[i][1] + pointers[i][2] for i in held)
+        data = layout.version(pack).read_range(start, end - start, BLOOMS)
+        for i in held:
+            _, offset, length = pointers[i]
+            out[i] = data[offset - start: offset - start + length]
+    return out
