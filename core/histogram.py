@@ -121,16 +121,44 @@ def merge(histograms: list[Histogram | None], max_bins: int) -> Histogram | None
         e += 1
     counts = np.zeros(hi - lo + 1, np.int64)
     for h in binned:
-        s = e - h.exponent
-        base = h.start >> s
-        rem = h.start - (base << s)           # 0 <= rem < 2**s: keeps the shift inside int64
-        if s < 62:
-            offsets = (np.arange(h.counts.size, dtype=np.int64) + rem) >> s
-        else:                                  # a grid this much coarser holds all in 1-2 bins
-            offsets = np.array([(rem + j) >> s for j in range(h.counts.size)], np.int64)
-        np.add.at(counts, offsets + (base - lo), h.counts)
+        np.add.at(counts, _bins_on(h, e, lo), h.counts)
     return Histogram(e, lo, counts, neg_inf, pos_inf, float_domain,
                      low=min(h.low for h in binned), high=max(h.high for h in binned))
+
+
+def _bins_on(h: Histogram, e: int, first: int) -> np.ndarray:
+    """Where each of h's bins falls on the coarser (or equal) grid of exponent e, whose
+    first bin is `first`."""
+    s = e - h.exponent
+    base = h.start >> s
+    rem = h.start - (base << s)           # 0 <= rem < 2**s: keeps the shift inside int64
+    if s < 62:
+        offsets = (np.arange(h.counts.size, dtype=np.int64) + rem) >> s
+    else:                                  # a grid this much coarser holds all in 1-2 bins
+        offsets = np.array([(rem + j) >> s for j in range(h.counts.size)], np.int64)
+    return offsets + (base - first)
+
+
+def subtract(h: Histogram | None, removed: list[Histogram | None]) -> Histogram | None:
+    """h without the values behind `removed` (histograms of some of h's values), exactly:
+    removed values strictly inside h's range leave its extremes, and so its grid, as they
+    are. Raises GridChanged when a removed histogram holds h's smallest or largest value
+    (the histogram must be merged anew from what remains)."""
+    parts = [r for r in removed if r is not None]
+    if h is None or not parts:
+        return h
+    binned = [r for r in parts if r.counts.size]
+    if any(r.low <= h.low or r.high >= h.high for r in binned):
+        raise GridChanged("a removed partition held the smallest or largest value")
+    counts = h.counts.copy()
+    for r in binned:
+        np.subtract.at(counts, _bins_on(r, h.exponent, h.start), r.counts)
+    return Histogram(h.exponent, h.start, counts, h.neg_inf - sum(r.neg_inf for r in parts),
+                     h.pos_inf - sum(r.pos_inf for r in parts), h.float_domain, h.low, h.high)
+
+
+class GridChanged(Exception):
+    """A histogram cannot be taken apart on its grid; merge it anew."""
 
 
 def edges(h: Histogram) -> tuple[list, list]:

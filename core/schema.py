@@ -56,8 +56,9 @@ STATISTICS_FIELDS: list[tuple[str, pa.DataType, str]] = [
      "Apache DataSketches KLL doubles sketch (k 200) of the values in the binning domain; "
      "answers quantiles where the table's frequencies leave out values seen once"),
     ("bloom_filter", pa.binary(),
-     "partition level, columns with more than 1,000 distinct values: Bloom filter of the "
-     "values' canonical text (core.bloom), 1% false positives"),
+     "partition level, columns with more distinct values than bloom_min_distinct (64 by "
+     "default; the partition index keeps the others' values): Bloom filter of the values' "
+     "canonical text (core.bloom), 1% false positives"),
 ]
 STATISTICS_SCHEMA = pa.schema([pa.field(n, t) for n, t, _ in STATISTICS_FIELDS])
 STATISTIC_NAMES = [n for n, _, _ in STATISTICS_FIELDS]

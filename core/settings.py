@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Mapping
 
 DEFAULT_BINS = 1000                 # histogram bins (10,000 selectable)
-BLOOM_MIN_DISTINCT = 1000           # more distinct values in a partition: a Bloom filter
+BLOOM_MIN_DISTINCT = 64             # more values in a partition: a Bloom filter; else a value set
 LOW_DISTINCT_MAX = 1_000_000        # sized to the coordinator's Redis
 LOW_DUPLICATE_MAX = 1_000_000       # repeated values one function can confirm
 FREQUENCY_ALGORITHMS = ("low-distinct", "low-duplicate", "binned")

@@ -1,5 +1,8 @@
 """The one fan-out: every step of every algorithm runs its calls through here.
 
+At most `invoker.window` calls are handed to the invoker at a time (a few per worker), so the
+fan-out's bookkeeping costs the calls in flight, not the step's 10,000 partitions.
+
 Each call's attempts are counted in the job's Redis records. A call that fails is retried
 until it has had `max_attempts`; one that the backend throttles is retried after a pause and
 not counted. A call that has run longer than `timeout` (counted from when it started on a
@@ -11,6 +14,7 @@ step was done, the worker's own record of the result in Redis is taken.
 """
 from __future__ import annotations
 
+import collections
 import random
 import time
 from concurrent.futures import FIRST_COMPLETED, wait
@@ -43,6 +47,7 @@ def fan_out(invoker: Invoker, scope: JobScope, events: list[StepEvent], *, max_a
     outcome carries the error. `on_result(i, result)` sees each result as it arrives."""
     events = [scope.stamp(e) for e in events]
     outcomes = [Outcome() for _ in events]
+    waiting = collections.deque(range(len(events)))   # not yet handed to the invoker
     pending: dict[Invocation, int] = {}
     paused: list[tuple[float, int]] = []           # (when to resubmit, call) after throttling
     throttles = [0] * len(events)
@@ -99,9 +104,9 @@ def fan_out(invoker: Invoker, scope: JobScope, events: list[StepEvent], *, max_a
         else:
             succeeded(i, result)
 
-    for i in range(len(events)):
-        submit(i)
-    while pending or paused:
+    while waiting or pending or paused:
+        while waiting and len(pending) < invoker.window:
+            submit(waiting.popleft())
         now = time.monotonic()
         for entry in [p for p in paused if p[0] <= now]:
             paused.remove(entry)

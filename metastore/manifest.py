@@ -3,7 +3,12 @@
 manifest.json: {"version": "v000003", "created": ISO 8601, "table": table URI,
                 "row_count": n, "partition_count": n,
                 "schema": base64 Arrow IPC schema of the table,
-                "missing": {rel_path: reason}, "settings": what the statistics depend on}
+                "missing": {rel_path: reason}, "settings": what the statistics depend on,
+                "frequency_lists": {column: {"version": whose frequencies.parquet holds the
+                                              column's list, "stale_rows": rows changed since
+                                              it was exact}},
+                "sketches_stale": true when the table's sketches still hold the values of
+                                  partitions removed since they were merged anew}
                 The partitions themselves are in the version's partition index
                 (partitions.parquet, metastore.index), read only by lookups that need them.
 LATEST:        {"version": "v000003"}

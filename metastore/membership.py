@@ -1,8 +1,9 @@
 """What the partition index keeps to answer "may this partition hold value v?" without
 opening the partition's files:
 
-- the exact values and counts of a column with at most VALUE_SET_MAX of them in the partition
-  (they also give a LIMIT's certain rows);
+- the exact values and counts of a column with at most bloom_min_distinct of them in the
+  partition (they also give a LIMIT's certain rows); the kernel writes a Bloom filter for
+  every column with more, so every column has one or the other;
 - where the partition's Bloom filter of the column lies: Bloom filters of the partitions a
   version adds are written one after the other, column by column, into one pack
   (versions/<version>/blooms.bin), so a plan reads a column's filters of every partition the
@@ -19,18 +20,15 @@ from metastore import files
 from metastore.layout import BLOOMS, STATISTICS, Layout
 from metastore.store import DataFile
 
-VALUE_SET_MAX = 64
-
-
-def collect(layout: Layout, version: str, added: list[tuple[DataFile, pa.Table]]
-            ) -> dict[str, dict[str, dict]]:
+def collect(layout: Layout, version: str, added: list[tuple[DataFile, pa.Table]],
+            bloom_min_distinct: int) -> dict[str, dict[str, dict]]:
     """path -> column -> the index's membership fields, for the added partitions (whose
     statistics tables are given); writes the version's Bloom filter pack."""
     def read(item: tuple[DataFile, pa.Table]) -> tuple[str, dict, dict]:
         f, stats = item
         directory = layout.partition(f.rel_path, f.fingerprint)
         small = [r["column"] for r in stats.select(["column", "distinct_count"]).to_pylist()
-                 if 0 < (r["distinct_count"] or 0) <= VALUE_SET_MAX]
+                 if 0 < (r["distinct_count"] or 0) <= bloom_min_distinct]
         values = {}
         if small:
             freq = files.read_frequencies(directory, small)

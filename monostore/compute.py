@@ -21,6 +21,7 @@ from algorithms.frequencies import delta
 from algorithms.frequencies import driver as frequencies
 from algorithms.partitions import reduce
 from algorithms.partitions.driver import compute_partitions
+from core import histogram as hist
 from core import types as ty
 from core.settings import Settings
 from fleet.fanout import Progress
@@ -98,8 +99,8 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
         and not layout.partition(f.rel_path, f.fingerprint).exists(STATISTICS))]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(published) - set(data_files))
-    stale = previous and any(v["stale_rows"] for v in previous.manifest.get(
-        "frequency_lists", {}).values())
+    stale = previous and (previous.manifest.get("sketches_stale") or any(
+        v["stale_rows"] for v in previous.manifest.get("frequency_lists", {}).values()))
     if previous and published == {p: f.fingerprint for p, f in data_files.items()} \
             and not previous.manifest.get("missing") and not (settings.exact and stale) \
             and previous.manifest["settings"] == settings.recorded():
@@ -171,12 +172,36 @@ def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table
     return plan.lists
 
 
-def _load(layout: Layout, data_files: list[DataFile]) -> list[reduce.PartitionStatistics]:
-    """Partitions' statistics (sketches, no Bloom filters) and histograms; small files, so
-    read side by side."""
+def _statistics(layout: Layout, data_files: list[DataFile]) -> list[pa.Table]:
+    """Partitions' statistics without sketches: small files, read side by side."""
     with ThreadPoolExecutor(16) as pool:
-        return list(pool.map(lambda f: reduce.load(
-            f.rel_path, layout.partition(f.rel_path, f.fingerprint)), data_files))
+        return list(pool.map(lambda f: reduce.statistics(
+            layout.partition(f.rel_path, f.fingerprint)), data_files))
+
+
+def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
+               good: dict[str, DataFile], added: list[DataFile], removed: set[str],
+               previous: _Previous | None, settings: Settings) -> tuple[reduce.TableStats, bool]:
+    """The table-level statistics, and whether its sketches still hold removed partitions'
+    values. With a previous version, its sketches and histograms take the added partitions'
+    and give back the removed ones' (histograms exactly, sketches not: they cannot be taken
+    apart); without one, under --exact, or when a histogram's grid must change, every
+    partition's are folded anew."""
+    max_bins = settings.partition.max_bins
+    stale = bool(previous and (removed or previous.manifest.get("sketches_stale")))
+    if previous and not (settings.exact and stale):
+        old = layout.version(previous.manifest["version"])
+        base = (old.read_parquet(STATISTICS), old.read_parquet(HISTOGRAMS))
+        gone = [layout.partition(p, previous.entries[p]["fingerprint"]).read_parquet(HISTOGRAMS)
+                for p in sorted(removed)]
+        try:
+            return reduce.reduce(new_index, table_schema, max_bins, reduce.sources(
+                [layout.partition(f.rel_path, f.fingerprint) for f in added]), base,
+                gone), stale
+        except hist.GridChanged:
+            pass
+    every = [layout.partition(p, f.fingerprint) for p, f in sorted(good.items())]
+    return reduce.reduce(new_index, table_schema, max_bins, reduce.sources(every)), False
 
 
 def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
@@ -190,29 +215,22 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
     version = publish.allocate(layout, settings.redis_url)
     out = layout.version(version)
     try:
-        loaded = _load(layout, added)
-        added_stats = [(f, p.statistics) for f, p in zip(added, loaded)]
+        added_stats = list(zip(added, _statistics(layout, added)))
+        added_schemas = [(f, files.data_schema_of(stats)) for f, stats in added_stats]
         remaining = index.without(previous.index, removed) if previous else None
         table_schema = reduce.table_schema((index.schemas(remaining) if previous else [])
-                                           + [(p.rel_path, p.schema) for p in loaded])
+                                           + [(f.rel_path, s) for f, s in added_schemas])
         new_index = index.combine(
             remaining, previous.schema if previous else None,
-            index.build(added_stats, table_schema, membership.collect(layout, version,
-                                                                       added_stats)),
+            index.build(added_stats, table_schema, membership.collect(
+                layout, version, added_stats, settings.partition.bloom_min_distinct)),
             table_schema)
-        if previous and not removed:       # merge into the previous version's
-            old = layout.version(previous.manifest["version"])
-            sources = [(old.read_parquet(STATISTICS), old.read_parquet(HISTOGRAMS))]
-        else:                              # merge every partition's anew
-            reused = [good[p] for p in sorted(good) if p in kept and p not in removed]
-            loaded += _load(layout, reused)
-            sources = []
-        sources += [(p.statistics, p.histograms) for p in loaded]
-        table_stats = reduce.reduce(new_index, table_schema, sources, settings.partition.max_bins)
+        table_stats, sketches_stale = _summarize(layout, new_index, table_schema, good, added,
+                                                 removed, previous, settings)
         rows = table_stats.statistics.to_pylist()
         lists = _frequencies(layout, previous, new_index, table_stats.schema, rows,
-                             [(f, p.schema) for f, p in zip(added, loaded)], removed, good,
-                             version, report, settings, invoker, progress)
+                             added_schemas, removed, good, version, report, settings, invoker,
+                             progress)
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count)
         index.write(out, new_index)
         out.write_parquet(table_stats.histograms, HISTOGRAMS)
@@ -223,7 +241,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             "partition_count": new_index.num_rows,
             "schema": files.encode_schema(table_stats.schema),
             "missing": dict(report.failed), "settings": settings.recorded(),
-            "frequency_lists": lists})
+            "frequency_lists": lists, "sketches_stale": sketches_stale})
         published, other = publish.swap(layout, settings.redis_url, version)
     except BaseException:
         out.delete_dir()                         # never published: nothing refers to it

@@ -211,9 +211,9 @@ def test_cli_prune_json(tmp_path, run, capsys):
 
 
 def test_a_long_in_list_uses_its_envelope_and_membership(table):
-    pruned = table({"low": {"x": list(range(0, 100))}, "high": {"x": list(range(1000, 1100))},
-                    "gap": {"x": list(range(500, 600))}})
+    pruned = table({"low": {"x": list(range(0, 50))}, "high": {"x": list(range(1000, 1050))},
+                    "gap": {"x": list(range(500, 550))}})
     evens = ", ".join(str(v) for v in range(1000, 1200, 2))          # 100 values
     assert kept(pruned(f"x IN ({evens})")) == ["high"]
-    spread = ", ".join(str(v) for v in [5, *range(601, 800)])      # the envelope covers gap
-    assert kept(pruned(f"x IN ({spread})")) == ["low"]              # its frequencies do not
+    spread = ", ".join(str(v) for v in [5, *range(551, 750)])      # the envelope covers gap
+    assert kept(pruned(f"x IN ({spread})")) == ["low"]              # its value set does not

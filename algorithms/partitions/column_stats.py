@@ -43,7 +43,9 @@ class ColumnStats:
         self.null_count += arr.null_count
         if self.kind == ty.OTHER or arr.null_count == len(arr):
             return
-        values = ty.normalize(arr.drop_null() if arr.null_count else arr)
+        values = ty.normalize(arr)      # first: Arrow cannot filter view types (string_view)
+        if values.null_count:
+            values = values.drop_null()
         self.value_counts.append(value_counts(values))
         if self.kind == ty.FLOAT:
             nan = pc.is_nan(values)

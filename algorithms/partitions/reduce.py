@@ -10,8 +10,11 @@ memory, but by the distributed algorithms of algorithms.frequencies.
 from __future__ import annotations
 
 import decimal
+import itertools
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Iterable, Iterator
 from decimal import Decimal
 from fractions import Fraction
 
@@ -33,25 +36,25 @@ class SchemaDriftError(Exception):
     """Partitions disagree on a column's type in a way no widening reconciles."""
 
 
-@dataclass
-class PartitionStatistics:
-    """A partition's statistics as the table-level reduction reads them."""
-    rel_path: str
-    statistics: pa.Table      # without Bloom filters
-    histograms: pa.Table
-
-    @property
-    def schema(self) -> pa.Schema:
-        return files.data_schema_of(self.statistics)
-
-
-def load(rel_path: str, stats_dir: Store) -> PartitionStatistics:
-    """A partition's statistics without their Bloom filters (files written before a
-    statistic existed lack its column), and its histograms."""
+def statistics(stats_dir: Store) -> pa.Table:
+    """A partition's statistics without sketches or Bloom filters: what its index row holds.
+    (Files written before a statistic existed lack its column.)"""
     parquet = stats_dir.open_parquet(STATISTICS)
-    names = [n for n in parquet.schema_arrow.names if n != "bloom_filter"]
-    return PartitionStatistics(rel_path, parquet.read(columns=names),
-                               stats_dir.read_parquet(HISTOGRAMS))
+    return parquet.read(columns=[n for n in parquet.schema_arrow.names
+                                 if n not in schema.SKETCH_NAMES])
+
+
+def sources(stats_dirs: list[Store]) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """Each partition's sketches and histograms, read a few dozen at a time side by side:
+    the reduction folds them as they come, holding none for long."""
+    with ThreadPoolExecutor(16) as pool:
+        for start in range(0, len(stats_dirs), 64):
+            yield from pool.map(_sketches_and_histograms, stats_dirs[start:start + 64])
+
+
+def _sketches_and_histograms(stats_dir: Store) -> tuple[pa.Table, pa.Table]:
+    return (stats_dir.read_parquet(STATISTICS, columns=["column", *schema.SKETCH_NAMES[:2]]),
+            stats_dir.read_parquet(HISTOGRAMS))
 
 
 def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
@@ -88,40 +91,71 @@ class TableStats:
     histograms: pa.Table
 
 
-def reduce(index: pa.Table, table: pa.Schema, sources: list[tuple[pa.Table, pa.Table]],
-           max_bins: int) -> TableStats:
-    """`index` holds every partition; `sources` are (statistics, histograms) tables whose
-    sketches and histograms cover every partition once: every partition's own, or the previous
-    version's together with the added partitions'."""
+def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
+           added: Iterable[tuple[pa.Table, pa.Table]],
+           base: tuple[pa.Table, pa.Table] | None = None,
+           removed: Iterable[pa.Table] = ()) -> TableStats:
+    """Counts, min/max and moments from `index` (every partition). Sketches and histograms
+    are folded one source at a time: the `base` version's (statistics, histograms), if any,
+    merged with each `added` source's; the `removed` partitions' histograms are subtracted
+    (core.histogram.GridChanged when that is not exact). Sketches cannot be taken apart: with
+    `removed`, they still hold the removed partitions' values."""
     total_rows = int(pc.sum(index["row_count"]).as_py() or 0)
-    sketched = [{r["column"]: r for r in stats.select(
-        ["column", *schema.SKETCH_NAMES[:2]]).to_pylist()} for stats, _ in sources]
-    rows, histograms = [], []
+    folded = {f.name: _Fold() for f in table}
+    for stats, histograms in itertools.chain([base] if base else [], added):
+        rows = {r["column"]: r for r in stats.select(
+            ["column", *schema.SKETCH_NAMES[:2]]).to_pylist()}
+        for f in table:
+            fold = folded[f.name]
+            if f.name in rows:
+                fold.sketches(rows[f.name])
+            if ty.kind_of(f.type) in ty.BINNED_KINDS:
+                fold.histogram(files.read_histogram(histograms, f.name), max_bins)
+    removed = list(removed)
+    out, histograms = [], []
     for k, field in enumerate(table):
         struct = index[schema.index_column_name(k)].combine_chunks()
         row = _reduce_row(field, struct.filter(struct.is_valid()), total_rows)
-        _merge_sketches(row, [by[field.name] for by in sketched if field.name in by])
+        fold = folded[field.name]
+        row.update(fold.row())
         if ty.kind_of(field.type) in ty.BINNED_KINDS:
-            merged = hist.merge([files.read_histogram(h, field.name) for _, h in sources],
-                                max_bins)
+            merged = hist.subtract(fold.hist, [files.read_histogram(h, field.name)
+                                               for h in removed])
             row["histogram_exponent"] = merged.exponent if merged else None
             if merged:
                 histograms.append((field.name, field.type, merged))
-        rows.append(row)
-    return TableStats(table, total_rows, files.statistics_table(rows, table, total_rows),
+        out.append(row)
+    return TableStats(table, total_rows, files.statistics_table(out, table, total_rows),
                       files.histograms_table(histograms))
 
 
-def _merge_sketches(row: dict, sketched: list[dict]) -> None:
-    sketches = [hashing.kmv_from_bytes(s["ndv_sketch"]) for s in sketched if s["ndv_sketch"]]
-    if sketches:
-        row["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv_merge(sketches))
-    klls = [ds.kll_doubles_sketch.deserialize(s["quantile_sketch"]) for s in sketched
-            if s["quantile_sketch"]]
-    for kll in klls[1:]:
-        klls[0].merge(kll)
-    if klls:
-        row["quantile_sketch"] = klls[0].serialize()
+class _Fold:
+    """A column's sketches and histogram, merged one source at a time."""
+
+    def __init__(self):
+        self.kmv, self.kll, self.hist = None, None, None
+
+    def sketches(self, row: dict) -> None:
+        if row["ndv_sketch"]:
+            sketch = hashing.kmv_from_bytes(row["ndv_sketch"])
+            self.kmv = sketch if self.kmv is None else hashing.kmv_merge([self.kmv, sketch])
+        if row["quantile_sketch"]:
+            kll = ds.kll_doubles_sketch.deserialize(row["quantile_sketch"])
+            if self.kll is None:
+                self.kll = kll
+            else:
+                self.kll.merge(kll)
+
+    def histogram(self, h: hist.Histogram | None, max_bins: int) -> None:
+        self.hist = hist.merge([self.hist, h], max_bins)
+
+    def row(self) -> dict:
+        out = {}
+        if self.kmv is not None:
+            out["ndv_sketch"] = hashing.kmv_to_bytes(self.kmv)
+        if self.kll is not None:
+            out["quantile_sketch"] = self.kll.serialize()
+        return out
 
 
 def _reduce_row(field: pa.Field, present: pa.StructArray, total_rows: int) -> dict:

@@ -18,7 +18,7 @@ from metastore.store import Store
 
 def sorted_runs(values: pa.Array) -> pa.Table:
     """(value, count) of the non-null values, by increasing value."""
-    counted = value_counts(ty.normalize(values.drop_null()))
+    counted = value_counts(ty.normalize(values).drop_null())
     table = pa.table({"value": counted.field(0), "count": counted.field(1)})
     return table.take(pc.sort_indices(table["value"]))
 

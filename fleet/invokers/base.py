@@ -18,6 +18,12 @@ class Invocation(Future):
 class Invoker(ABC):
     workers: int        # calls that run at once
 
+    @property
+    def window(self) -> int:
+        """How many calls the fan-out hands over at a time: enough to keep every worker busy
+        while results travel back."""
+        return 2 * self.workers
+
     @abstractmethod
     def submit(self, event: dict) -> Invocation:
         """Run the worker entry point (fleet.protocol.WORKER_ENTRY) on `event`."""
