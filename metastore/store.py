@@ -77,8 +77,9 @@ class Store:
                 infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True))
             except (FileNotFoundError, OSError) as e:
                 raise StoreError(f"{self.uri}: cannot list the table ({e})") from e
-            files = [DataFile(os.path.relpath(i.path, self.root).replace(os.sep, "/"), i.size,
-                              str(i.mtime_ns)) for i in infos if i.type == pafs.FileType.File]
+            start = len(self.root.rstrip("/")) + 1           # Arrow gives "/"-separated paths
+            files = [DataFile(i.path[start:], i.size, str(i.mtime_ns))
+                     for i in infos if i.type == pafs.FileType.File]
         return sorted((f for f in files if not is_hidden(f.rel_path)), key=lambda f: f.rel_path)
 
     def _list_s3(self) -> list[DataFile]:

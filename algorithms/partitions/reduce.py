@@ -19,6 +19,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 import datasketches as ds
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -26,7 +27,6 @@ from core import hashing
 from core import histogram as hist
 from core import schema
 from core import types as ty
-from core.exact import Moments
 from metastore import files
 from metastore.layout import HISTOGRAMS, STATISTICS
 from metastore.store import Store
@@ -133,12 +133,14 @@ class _Fold:
     """A column's sketches and histogram, merged one source at a time."""
 
     def __init__(self):
-        self.kmv, self.kll, self.hist = None, None, None
+        self.kmvs: list[np.ndarray] = []       # merged 64 at a time: one sort, not 64
+        self.kll, self.hist = None, None
 
     def sketches(self, row: dict) -> None:
         if row["ndv_sketch"]:
-            sketch = hashing.kmv_from_bytes(row["ndv_sketch"])
-            self.kmv = sketch if self.kmv is None else hashing.kmv_merge([self.kmv, sketch])
+            self.kmvs.append(hashing.kmv_from_bytes(row["ndv_sketch"]))
+            if len(self.kmvs) == 64:
+                self.kmvs = [hashing.kmv_merge(self.kmvs)]
         if row["quantile_sketch"]:
             kll = ds.kll_doubles_sketch.deserialize(row["quantile_sketch"])
             if self.kll is None:
@@ -151,8 +153,8 @@ class _Fold:
 
     def row(self) -> dict:
         out = {}
-        if self.kmv is not None:
-            out["ndv_sketch"] = hashing.kmv_to_bytes(self.kmv)
+        if self.kmvs:
+            out["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv_merge(self.kmvs))
         if self.kll is not None:
             out["quantile_sketch"] = self.kll.serialize()
         return out
@@ -196,21 +198,46 @@ def _reduce_row(field: pa.Field, present: pa.StructArray, total_rows: int) -> di
 
 
 def _reduce_moments(row: dict, stats: list[dict], kind: str) -> None:
+    """Sum, mean and sample stddev of every partition's values, in one pass over the
+    partitions (a table has thousands): M2 = sum of M2_i + sum of n_i (mean_i - mean)^2.
+    Integer and decimal means are taken from exact totals, centred on a pivot before going
+    to float64, so values far from zero but close together keep their spread; everything is
+    scaled by a power of two so that squares neither overflow nor underflow."""
     with_values = [s for s in stats if s["sum"] is not None]
     if not with_values:
         return
     parse = {ty.INTEGER: int, ty.DECIMAL: Decimal, ty.FLOAT: float}[kind]
+    counts = [s["row_count"] - s["null_count"] - (s["nan_count"] or 0) for s in with_values]
+    n, count = np.array(counts, np.float64), sum(counts)
+    sd = np.array([s["stddev"] if s["stddev"] is not None else 0.0 for s in with_values])
     with decimal.localcontext(ty.EXACT_DECIMALS):
-        total = sum(parse(s["sum"]) for s in with_values)
-    moments = Moments()
-    for s in with_values:
-        n = s["row_count"] - s["null_count"] - (s["nan_count"] or 0)
-        sd = s["stddev"]
-        m2 = 0 if sd is None else Fraction(sd) ** 2 * (n - 1) if math.isfinite(sd) else math.nan
-        # exact totals make the merge take exact differences of means (integers, decimals)
-        moments.merge(Moments(n, s["mean"], m2, None if kind == ty.FLOAT else parse(s["sum"])))
-    if kind == ty.FLOAT:
-        row["sum"], row["mean"] = ty.scalar_text(pa.scalar(total, pa.float64())), moments.mean
-    else:   # exact: int / int and Decimal / int round once
-        row["sum"], row["mean"] = str(total), float(total / moments.n)
-    row["stddev"] = moments.stddev
+        totals = [parse(s["sum"]) for s in with_values]
+        total = sum(totals)
+        if kind == ty.FLOAT:
+            means = np.array([s["mean"] for s in with_values])
+            if not (np.isfinite(means).all() and np.isfinite(sd).all()):
+                with np.errstate(invalid="ignore", over="ignore"):   # inf - inf is NaN
+                    mean = float((means * n).sum() / count)
+                row["sum"], row["mean"] = ty.scalar_text(pa.scalar(total, pa.float64())), mean
+                row["stddev"] = math.nan if count > 1 else None
+                return
+            mean = float(sum(Fraction(m) * k for m, k in zip(means.tolist(), counts)) / count)
+            deltas = means - mean
+            row["sum"], row["mean"] = ty.scalar_text(pa.scalar(total, pa.float64())), mean
+        else:   # exact: int / int and Decimal / int round once
+            pivot = total // count
+            offset = (total - count * pivot) / count
+            deltas = np.array([float((t - k * pivot) / k - offset)
+                               for t, k in zip(totals, counts)])
+            row["sum"], row["mean"] = str(total), float(total / count)
+    if count < 2:
+        row["stddev"] = None
+        return
+    top = max(float(np.abs(deltas).max()), float(sd.max()))
+    e = math.frexp(top)[1] if top else 0
+    scaled_sd, scaled_d = np.ldexp(sd, -e), np.ldexp(deltas, -e)
+    m2 = float((scaled_sd * scaled_sd * (n - 1)).sum() + (n * scaled_d * scaled_d).sum())
+    try:
+        row["stddev"] = math.ldexp(math.sqrt(m2 / (count - 1)), e)
+    except OverflowError:
+        row["stddev"] = math.inf
