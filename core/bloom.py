@@ -75,6 +75,24 @@ class BloomFilter:
         bits = (packed[positions >> np.uint64(3)] >> (positions & np.uint64(7)).astype(np.uint8)) & 1
         return bits.astype(bool).all(axis=1)
 
+    @staticmethod
+    def may_contain_any(filters: list[bytes], hashes: np.ndarray) -> np.ndarray:
+        """For each serialized filter, may it hold any of the hashes? All filters probed
+        together, in a few array operations."""
+        headers = np.frombuffer(b"".join(f[:16] for f in filters), "<u8").reshape(-1, 2)
+        m, k = headers[:, 0].astype(np.uint64), headers[:, 1].astype(np.int64)
+        sizes = np.array([len(f) - 16 for f in filters], np.uint64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.uint64)
+        data = np.frombuffer(b"".join(f[16:] for f in filters), np.uint8)
+        blocks = hashes[None, :] % (m[:, None] // np.uint64(BLOCK_BITS)) * np.uint64(BLOCK_BITS)
+        shifts = np.arange(MAX_HASHES, dtype=np.uint64) * np.uint64(9)
+        within = (mix64(hashes)[:, None] >> shifts[None, :]) & np.uint64(BLOCK_BITS - 1)
+        positions = blocks[:, :, None] + within[None, :, :]          # filter, hash, probe
+        bytes_at = starts[:, None, None] + (positions >> np.uint64(3))
+        bits = (data[bytes_at] >> (positions & np.uint64(7)).astype(np.uint8)) & 1
+        used = np.arange(MAX_HASHES)[None, None, :] < k[:, None, None]
+        return ((bits == 1) | ~used).all(axis=2).any(axis=1)
+
     @classmethod
     def from_bytes(cls, data: bytes) -> "BloomFilter":
         m, k = (int(x) for x in np.frombuffer(data[:16], "<u8"))

@@ -26,8 +26,9 @@ from core.binning import edge_type
 from metastore import files
 from metastore.layout import HISTOGRAMS
 from metastore.reader import TableStatistics
+from pruning.batch import evaluate_all
 from pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
-from pruning.views import ALWAYS, Candidate, candidates
+from pruning.views import Candidate, candidates
 
 
 @dataclass
@@ -59,9 +60,10 @@ def prune(stats_root: str, where: str | None = None, limit: int | None = None,
     if limit is not None and limit < 0:
         raise PredicateError(f"limit {limit}: must be at least 0")
     wanted = (columns_of(node) if node else set()) | ({order[0]} if order else set())
-    parts = candidates(stats, wanted)
-    for p in parts:
-        p.flags = evaluate(node, p.view) if node is not None else ALWAYS
+    parts, member_all = candidates(stats, wanted)
+    if node is not None:
+        for p, flags in zip(parts, evaluate_all(node, [p.view for p in parts], member_all)):
+            p.flags = flags
     result = PruneResult(fully_matching=[p.path for p in parts if p.flags.true and p.fully])
     may_match = [p for p in parts if p.flags.true]
     if order and limit is not None:

@@ -125,13 +125,15 @@ def union(ranges: list[Range]) -> Range:
                  nan=any(r.nan for r in ranges))
 
 
-# -- comparison rules: operator -> (may be true, may be false) for ranges a (left), b (right)
+# -- comparison rules: operator -> (may be true, may be false) for ranges a (left), b (right);
+# written with & and |, so that a's bounds may also be arrays over partitions (pruning.batch)
 
 def _lt(a, b): return a.low < b.high, a.high >= b.low
 def _le(a, b): return a.low <= b.high, a.high > b.low
 def _gt(a, b): return a.high > b.low, a.low <= b.high
 def _ge(a, b): return a.high >= b.low, a.low < b.high
-def _eq(a, b): return a.low <= b.high and b.low <= a.high, not (a.low == a.high == b.low == b.high)
+def _eq(a, b): return (a.low <= b.high) & (b.low <= a.high), \
+    (a.low != a.high) | (a.high != b.low) | (b.low != b.high)
 def _ne(a, b): return tuple(reversed(_eq(a, b)))
 
 
@@ -164,10 +166,10 @@ def compare(op: type, a: Range, b: Range) -> Flags:
 
 
 def _coerced(rule, a: Range, b: Range) -> tuple[bool, bool]:
-    return rule(_aligned(a, b.low), _aligned(b, a.low))
+    return rule(aligned(a, b.low), aligned(b, a.low))
 
 
-def _aligned(r: Range, like) -> Range:
+def aligned(r: Range, like) -> Range:
     """r's bounds in like's type: Spark casts a string literal to the column's type, a date to
     a timestamp at midnight; a naive timestamp meets a zoned one in UTC."""
     def fix(v):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -18,6 +19,7 @@ from metastore.layout import Layout
 from metastore.membership import read_blooms
 from metastore.reader import TableStatistics
 from metastore.store import Store
+from pruning.batch import MemberAll
 from pruning.predicate import StatsView
 from pruning.ranges import Flags
 
@@ -53,14 +55,16 @@ class Candidate:
         return self.view.stats[column].get("bloom") is not None
 
 
-def candidates(stats: TableStatistics, wanted: set[str]) -> list[Candidate]:
-    """Every partition of the version, with the statistics of the `wanted` columns."""
+def candidates(stats: TableStatistics, wanted: set[str]) -> tuple[list[Candidate], MemberAll]:
+    """Every partition of the version, with the statistics of the `wanted` columns, and the
+    membership test of many partitions at once (pruning.batch)."""
     table_schema = stats.schema()
     columns = sorted(c for c in wanted if c in table_schema.names)
     index = stats.partition_index(columns)
     paths = index["path"].to_pylist()
     per_column = {c: _ranges(index, table_schema, c) for c in columns}
     blooms = _Blooms(stats, per_column)
+    names = set(table_schema.names)
     out = []
     for i, (path, rows, size, fingerprint, hive) in enumerate(zip(
             paths, index["row_count"].to_pylist(), index["size"].to_pylist(),
@@ -71,10 +75,42 @@ def candidates(stats: TableStatistics, wanted: set[str]) -> list[Candidate]:
                 held[name] = {"row_count": rows, "null_count": 0, "nan_count": 0,
                               "low": _guess(value), "high": _guess(value)}
         candidate = Candidate(path, rows, size, fingerprint, stats.layout, None)
-        candidate.view = StatsView(held, rows, set(table_schema.names) | {k for k, _ in hive},
+        candidate.view = StatsView(held, rows, names | {k for k, _ in hive} if hive else names,
                                    _membership(candidate, i, table_schema, held, blooms))
         out.append(candidate)
-    return out
+    return out, _member_all(out, table_schema, blooms)
+
+
+def _member_all(parts: list[Candidate], table_schema: pa.Schema, blooms: _Blooms) -> MemberAll:
+    def member_all(column: str, values: list, asked: np.ndarray) -> np.ndarray | None:
+        """May each asked partition hold one of the values? Value sets, then every Bloom
+        filter asked about, probed together; a partition with neither reads its
+        frequencies."""
+        if column not in table_schema.names:
+            return None
+        found = blooms.texts(column, table_schema.field(column).type, values)
+        if found is None:
+            return None
+        texts, hashes = found
+        wanted = set(texts.to_pylist())
+        out = np.ones(asked.size, bool)
+        probed = []
+        for j, i in enumerate(asked.tolist()):
+            part = parts[i]
+            if column not in part.view.stats:
+                continue
+            if part.values(column) is not None:
+                out[j] = any(v["value"] in wanted for v in part.values(column))
+            elif part.has_bloom(column):
+                probed.append(j)
+            else:
+                held = files.read_frequencies(part.directory, [column])["value"].to_pylist()
+                out[j] = not wanted.isdisjoint(held)
+        if probed:
+            out[probed] = BloomFilter.may_contain_any(
+                [blooms.of(column, int(asked[j])) for j in probed], hashes)
+        return out
+    return member_all
 
 
 def _ranges(index: pa.Table, table_schema: pa.Schema, column: str) -> list[dict | None]:
