@@ -139,22 +139,40 @@ def _bins_on(h: Histogram, e: int, first: int) -> np.ndarray:
     return offsets + (base - first)
 
 
-def subtract(h: Histogram | None, removed: list[Histogram | None]) -> Histogram | None:
-    """h without the values behind `removed` (histograms of some of h's values), exactly:
-    removed values strictly inside h's range leave its extremes, and so its grid, as they
-    are. Raises GridChanged when a removed histogram holds h's smallest or largest value
-    (the histogram must be merged anew from what remains)."""
+def subtract(h: Histogram | None, removed: list[Histogram | None],
+             remaining: tuple[int | float | None, int | float | None] | None
+             ) -> Histogram | None:
+    """h without the values behind `removed` (histograms of some of h's values), exactly.
+    `remaining` is (smallest, largest) finite value left in the binning domain ((None, None)
+    when none is left), or None when not known. Counts come off on h's grid, and empty bins
+    at the edges go: the grid is build()'s for what is left, unless build() would now pick a
+    finer one; then h's coarser grid stays, its counts as exact (compute --exact merges anew).
+    Raises GridChanged when a removed histogram held an extreme and `remaining` is unknown."""
     parts = [r for r in removed if r is not None]
     if h is None or not parts:
         return h
     binned = [r for r in parts if r.counts.size]
+    neg_inf = h.neg_inf - sum(r.neg_inf for r in parts)
+    pos_inf = h.pos_inf - sum(r.pos_inf for r in parts)
+    low, high = h.low, h.high
     if any(r.low <= h.low or r.high >= h.high for r in binned):
-        raise GridChanged("a removed partition held the smallest or largest value")
+        if remaining is None:
+            raise GridChanged("a removed partition held the smallest or largest value")
+        low, high = remaining
+    if low is None:                                 # no finite value left
+        return Histogram(0, 0, np.zeros(0, np.int64), neg_inf, pos_inf,
+                         h.float_domain) if neg_inf or pos_inf else None
     counts = h.counts.copy()
     for r in binned:
         np.subtract.at(counts, _bins_on(r, h.exponent, h.start), r.counts)
-    return Histogram(h.exponent, h.start, counts, h.neg_inf - sum(r.neg_inf for r in parts),
-                     h.pos_inf - sum(r.pos_inf for r in parts), h.float_domain, h.low, h.high)
+    first, last = _index(low, h), _index(high, h)
+    return Histogram(h.exponent, first, counts[first - h.start:last - h.start + 1], neg_inf,
+                     pos_inf, h.float_domain, low, high)
+
+
+def _index(x: int | float, h: Histogram) -> int:
+    """The bin of h's grid that holds x."""
+    return _float_index(x, h.exponent) if h.float_domain else int(x) >> h.exponent
 
 
 class GridChanged(Exception):

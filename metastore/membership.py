@@ -57,19 +57,34 @@ def collect(layout: Layout, version: str, added: list[tuple[DataFile, pa.Table]]
     return out
 
 
+# ranges closer than this are read as one: a GET's latency costs about as much as a MiB
+COALESCE_GAP = 1 << 20
+
+
 def read_blooms(layout: Layout, pointers: list[tuple[str, int, int] | None]
                 ) -> list[bytes | None]:
-    """The Bloom filters the (pack, offset, length) pointers name: one ranged read per pack."""
+    """The Bloom filters the (pack, offset, length) pointers name: one ranged read per pack,
+    or per run of wanted filters where long stretches between them are not wanted."""
     out: list[bytes | None] = [None] * len(pointers)
     by_pack: dict[str, list[int]] = {}
     for i, pointer in enumerate(pointers):
         if pointer is not None:
             by_pack.setdefault(pointer[0], []).append(i)
     for pack, held in by_pack.items():
-        start = min(pointers[i][1] for i in held)
-        end = max(pointers[i][1] + pointers[i][2] for i in held)
-        data = layout.version(pack).read_range(start, end - start, BLOOMS)
-        for i in held:
-            _, offset, length = pointers[i]
-            out[i] = data[offset - start: offset - start + length]
+        held.sort(key=lambda i: pointers[i][1])
+        runs, run = [], [held[0]]
+        for i in held[1:]:
+            _, last_offset, last_length = pointers[run[-1]]
+            if pointers[i][1] - (last_offset + last_length) > COALESCE_GAP:
+                runs.append(run)
+                run = []
+            run.append(i)
+        runs.append(run)
+        for run in runs:
+            start = pointers[run[0]][1]
+            end = max(pointers[i][1] + pointers[i][2] for i in run)
+            data = layout.version(pack).read_range(start, end - start, BLOOMS)
+            for i in run:
+                _, offset, length = pointers[i]
+                out[i] = data[offset - start: offset - start + length]
     return out

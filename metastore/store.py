@@ -12,6 +12,7 @@ import hashlib
 import os
 import uuid
 from dataclasses import dataclass
+from functools import cached_property
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -29,7 +30,7 @@ class DataFile:
     size: int
     etag: str          # S3 ETag, or the local file's mtime in ns
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         return hashlib.sha1(f"{self.size}:{self.etag}".encode()).hexdigest()[:16]
 
@@ -69,33 +70,39 @@ class Store:
         return "/".join([self.uri, *parts])
 
     def list_files(self) -> list[DataFile]:
-        """Every file below the root, hidden ones (any part starting with _ or .) excluded."""
-        if self.is_s3:
-            files = self._list_s3()
-        else:
-            try:
-                infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True))
-            except (FileNotFoundError, OSError) as e:
-                raise StoreError(f"{self.uri}: cannot list the table ({e})") from e
-            start = len(self.root.rstrip("/")) + 1           # Arrow gives "/"-separated paths
-            files = [DataFile(i.path[start:], i.size, str(i.mtime_ns))
-                     for i in infos if i.type == pafs.FileType.File]
+        """Every file below the root, hidden ones (any part starting with _ or .) excluded.
+        Hidden top-level directories are not even listed: the statistics usually live in one
+        (`_lakestats/`), with several files per partition."""
+        try:
+            files = self._list_s3() if self.is_s3 else self._list_local()
+        except Exception as e:  # Arrow's and botocore's errors carry the reason in their text
+            raise StoreError(f"{self.uri}: cannot list the table ({e})") from e
         return sorted((f for f in files if not is_hidden(f.rel_path)), key=lambda f: f.rel_path)
 
+    def _list_local(self) -> list[DataFile]:
+        start = len(self.root.rstrip("/")) + 1               # Arrow gives "/"-separated paths
+        infos = []
+        for top in self.fs.get_file_info(pafs.FileSelector(self.root)):
+            if top.type == pafs.FileType.Directory and not is_hidden(top.base_name):
+                infos += self.fs.get_file_info(pafs.FileSelector(top.path, recursive=True))
+            else:
+                infos.append(top)
+        return [DataFile(i.path[start:], i.size, str(i.mtime_ns))
+                for i in infos if i.type == pafs.FileType.File]
+
     def _list_s3(self) -> list[DataFile]:
-        client = s3_client()
+        paginator = s3_client().get_paginator("list_objects_v2")
         prefix = f"{self.prefix}/" if self.prefix else ""
-        out = []
-        try:
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
-                                                                         Prefix=prefix):
-                for obj in page.get("Contents", []):
-                    if not obj["Key"].endswith("/"):
-                        out.append(DataFile(obj["Key"][len(prefix):], obj["Size"],
-                                            obj["ETag"].strip('"')))
-        except Exception as e:  # botocore errors carry the reason in their text
-            raise StoreError(f"{self.uri}: cannot list the table ({e})") from e
-        return out
+        out, below = [], []
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
+            out += page.get("Contents", [])
+            below += [p["Prefix"] for p in page.get("CommonPrefixes", [])
+                      if not is_hidden(p["Prefix"][len(prefix):])]
+        for directory in below:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=directory):
+                out += page.get("Contents", [])
+        return [DataFile(o["Key"][len(prefix):], o["Size"], o["ETag"].strip('"'))
+                for o in out if not o["Key"].endswith("/")]
 
     def exists(self, *parts: str) -> bool:
         return self.fs.get_file_info(self.path(*parts)).type == pafs.FileType.File

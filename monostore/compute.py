@@ -148,7 +148,7 @@ def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table
                       layout, version, settings)
     exact = frequencies.compute(
         table_schema, rows, new_index,
-        {p: layout.partition(p, f.fingerprint).uri for p, f in good.items()},
+        lambda p: layout.partition(p, good[p].fingerprint).uri,
         invoker, settings, layout, layout.version(version), progress, plan.recompute,
         plan.merged)
     for row in rows:

@@ -108,7 +108,7 @@ def _member_all(parts: list[Candidate], table_schema: pa.Schema, blooms: _Blooms
                 out[j] = not wanted.isdisjoint(held)
         if probed:
             out[probed] = BloomFilter.may_contain_any(
-                [blooms.of(column, int(asked[j])) for j in probed], hashes)
+                blooms.only(column, asked[probed].tolist()), hashes)
         return out
     return member_all
 
@@ -160,6 +160,13 @@ class _Blooms:
             self.read[column] = read_blooms(self.stats.layout, [
                 row["bloom"] if row else None for row in self.per_column[column]])
         return self.read[column][i]
+
+    def only(self, column: str, held: list[int]) -> list[bytes]:
+        """The filters of the partitions `held` alone (those the ranges kept)."""
+        if column in self.read:
+            return [self.read[column][i] for i in held]
+        rows = self.per_column[column]
+        return read_blooms(self.stats.layout, [rows[i]["bloom"] for i in held])
 
 
 def _membership(candidate: Candidate, i: int, table_schema: pa.Schema, held: dict,

@@ -3,6 +3,7 @@ fan-out, pass low-duplicate hashes through the Bloom filter, and collect the res
 from __future__ import annotations
 
 import itertools
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -26,13 +27,13 @@ BLOOM_ERROR_RATE = 0.01
 
 
 def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Table,
-            stats_dirs: dict[str, str], invoker: Invoker, settings: Settings, layout: Layout,
+            stats_dir: Callable[[str], str], invoker: Invoker, settings: Settings, layout: Layout,
             out: Store, progress: Progress | None = None, only: list[str] | None = None,
             merged: dict[str, tuple[ColumnFrequencies, pa.Table]] | None = None
             ) -> dict[str, ColumnFrequencies]:
     """Write `out`/frequencies.parquet: the columns `only` (all, if None) reduced over every
     partition, and the `merged` ones as given; returns each written column's outcome.
-    `partitions` is the partition index, `stats_dirs` maps a partition to its directory."""
+    `partitions` is the partition index, `stats_dir` names a partition's directory."""
     merged = merged or {}
     columns = plan(table_schema, table_rows, partitions, settings.frequencies, invoker.workers,
                    only)
@@ -42,14 +43,14 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Tabl
         write(out, sources)
     else:
         with JobScope(settings.redis_url, layout) as scope:
-            sources += _reduce(columns, partitions, stats_dirs, invoker, settings, scope,
+            sources += _reduce(columns, partitions, stats_dir, invoker, settings, scope,
                                progress)
             write(out, sources)
     return {**{c.field.name: c.result for c in columns},
             **{name: result for name, (result, _) in merged.items()}}
 
 
-def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dirs: dict[str, str],
+def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Callable[[str], str],
             invoker: Invoker, settings: Settings, scope: JobScope, progress: Progress | None):
     """The steps over every partition; the columns' streams for the file."""
     paths = partitions["path"].to_pylist()
@@ -61,7 +62,7 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dirs: dict
             specs = [c.for_partition(schemas[p].field(c.field.name)) for c in columns
                      if c.result.algorithm in algorithms and p in c.stats]
             if specs:
-                events.append(StepEvent(step, p, FrequencyTask(i, specs, stats_dirs[p])))
+                events.append(StepEvent(step, p, FrequencyTask(i, specs, stats_dir(p))))
         return events
 
     def run(events: list[StepEvent], step: str) -> list[FrequencyResult]:

@@ -27,6 +27,7 @@ from core import hashing
 from core import histogram as hist
 from core import schema
 from core import types as ty
+from core.binning import binning_values
 from metastore import files
 from metastore.layout import HISTOGRAMS, STATISTICS
 from metastore.store import Store
@@ -61,7 +62,8 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
     """Union of the partitions' schemas (path, schema), in path order, fields in order of first
     appearance; int32 next to int64 widens to int64 (Arrow's permissive promotion).
     Irreconcilable types name the column and both files."""
-    schemas = list(dict.fromkeys(s for _, s in sorted(parts, key=lambda p: p[0])))
+    by_id = {id(s): s for _, s in sorted(parts, key=lambda p: p[0])}  # shared objects: cheap
+    schemas = list(dict.fromkeys(by_id.values()))
     try:
         return pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
     except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -120,13 +122,28 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
         row.update(fold.row())
         if ty.kind_of(field.type) in ty.BINNED_KINDS:
             merged = hist.subtract(fold.hist, [files.read_histogram(h, field.name)
-                                               for h in removed])
+                                               for h in removed],
+                                   _binned_range(struct) if removed else None)
             row["histogram_exponent"] = merged.exponent if merged else None
             if merged:
                 histograms.append((field.name, field.type, merged))
         out.append(row)
     return TableStats(table, total_rows, files.statistics_table(out, table, total_rows),
                       files.histograms_table(histograms))
+
+
+def _binned_range(struct: pa.StructArray) -> tuple | None:
+    """The smallest and largest finite value in the binning domain, from the index's min and
+    max of every partition ((None, None) if there is none); None when an infinity hides the
+    finite ones."""
+    lows = binning_values(pc.struct_field(struct, "min").drop_null())
+    highs = binning_values(pc.struct_field(struct, "max").drop_null())
+    if not lows.size:
+        return None, None
+    low, high = lows.min(), highs.max()
+    if lows.dtype.kind == "f":
+        return (float(low), float(high)) if np.isfinite([low, high]).all() else None
+    return int(low), int(high)
 
 
 class _Fold:
