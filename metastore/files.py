@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 DATA_SCHEMA_KEY = b"lakestats.data_schema"
 ROW_COUNT_KEY = b"lakestats.row_count"
+# a table's statistics.parquet: one row per column, read a row group at a time
+STATISTICS_ROW_GROUP = 64
 
 
 # -- data schema, kept in statistics.parquet's metadata so tables can reconcile drifted files

@@ -2,6 +2,9 @@
 (and rows) asked for. Quantile arithmetic is core.quantiles'; this module only reads."""
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
 import json
 
 import pyarrow as pa
@@ -53,8 +56,12 @@ class TableStatistics:
     def version_dir(self) -> Store:
         return self.layout.version(self.version)
 
-    def schema(self) -> pa.Schema:
+    @functools.cached_property
+    def _schema(self) -> pa.Schema:
         return files.decode_schema(self.manifest["schema"])
+
+    def schema(self) -> pa.Schema:
+        return self._schema
 
     def statistics(self, partition: str | None = None, columns: list[str] | None = None,
                    sketches: bool = True) -> pa.Table:
@@ -62,6 +69,16 @@ class TableStatistics:
         the sketch columns, the bulk of the file."""
         names = None if sketches else [n for n in schema.STATISTIC_NAMES
                                        if n not in schema.SKETCH_NAMES]
+        table_schema = self.schema()
+        if partition is None and columns and set(columns) <= set(table_schema.names):
+            # the table's rows are in schema order, in small row groups: read only the
+            # groups that hold the asked columns, whatever the table's width
+            rows = {table_schema.get_field_index(c) for c in columns}
+            parquet = self.version_dir().open_parquet(STATISTICS)
+            ends = list(itertools.accumulate(parquet.metadata.row_group(g).num_rows
+                                             for g in range(parquet.num_row_groups)))
+            groups = sorted({bisect.bisect_right(ends, r) for r in rows})
+            return files.filter_columns(parquet.read_row_groups(groups, columns=names), columns)
         table = self.partition_dir(partition).read_parquet(STATISTICS, columns=names)
         if columns:
             unknown = sorted(set(columns) - set(table["column"].to_pylist()))

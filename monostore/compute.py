@@ -234,7 +234,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count)
         index.write(out, new_index)
         out.write_parquet(table_stats.histograms, HISTOGRAMS)
-        out.write_parquet(statistics, STATISTICS)
+        out.write_parquet(statistics, STATISTICS, row_group_size=files.STATISTICS_ROW_GROUP)
         write_manifest(layout, {
             "version": version, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "table": report.table, "row_count": table_stats.row_count,

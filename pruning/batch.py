@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 from sqlglot import expressions as E
 
-from pruning.predicate import ENVELOPE_MIN, StatsView, evaluate, value_range
+from pruning.predicate import StatsView, evaluate, in_envelope, value_range
 from pruning.ranges import COMPARISONS, FLIPPED, MAYBE, NAN_LEFT, Flags, Range, aligned
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
@@ -185,12 +185,11 @@ def _in(node, views, member_all) -> FlagArrays:
     if not all(i.known for i in items):
         return FlagArrays.of([MAYBE] * len(views))
     with_values = [i for i in items if i.values]
-    if len(items) > ENVELOPE_MIN and with_values:
-        try:
-            envelope = Range(min(i.low for i in with_values), max(i.high for i in with_values),
-                             values=True, nulls=False)
-        except TypeError:
-            return FlagArrays.of([MAYBE] * len(views))
+    try:
+        envelope = in_envelope(items)
+    except TypeError:
+        return FlagArrays.of([MAYBE] * len(views))
+    if envelope is not None:
         overlap = compare_all(E.EQ, a, envelope)
         out = FlagArrays(overlap.true, np.ones(len(views), bool),
                          overlap.null | (len(with_values) < len(items)))

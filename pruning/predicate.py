@@ -254,6 +254,16 @@ def _between(node: E.Between, p: StatsView) -> Flags:
 ENVELOPE_MIN = 64      # longer IN lists are tested by their envelope, then by membership
 
 
+def in_envelope(items: list[Range]) -> Range | None:
+    """One range around the values of a long IN list (tested first, then membership); None
+    for a short list, tested item by item. TypeError when the items do not compare."""
+    with_values = [i for i in items if i.values]
+    if len(items) <= ENVELOPE_MIN or not with_values:
+        return None
+    return Range(min(i.low for i in with_values), max(i.high for i in with_values),
+                 values=True, nulls=False)
+
+
 def _in(node: E.In, p: StatsView) -> Flags:
     if node.args.get("query") or not node.expressions:
         return MAYBE
@@ -262,12 +272,11 @@ def _in(node: E.In, p: StatsView) -> Flags:
     if not all(i.known and i.column is None for i in items):
         return MAYBE
     with_values = [i for i in items if i.values]
-    if len(items) > ENVELOPE_MIN and with_values:
-        try:
-            envelope = Range(min(i.low for i in with_values), max(i.high for i in with_values),
-                             values=True, nulls=False)
-        except TypeError:
-            return MAYBE
+    try:
+        envelope = in_envelope(items)
+    except TypeError:
+        return MAYBE
+    if envelope is not None:
         overlap = compare(E.EQ, a, envelope)
         out = Flags(overlap.true, True, overlap.null or len(with_values) < len(items))
     else:
