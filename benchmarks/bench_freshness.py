@@ -7,7 +7,8 @@ its own (its peak RSS, workers included, is printed). Spark's way beside it: a n
 dirties ANALYZE's statistics (the re-ANALYZE is timed), and a query plan lists the files and
 reads their footers (timed). Planning and lookups are timed in-process.
 
-    .venv/bin/python benchmarks/bench_freshness.py [--sf10] [--small 1000,10000] [--skip-spark]
+    .venv/bin/python benchmarks/bench_freshness.py [--sf10] [--small 1000,10000] [--small-only]
+                                                   [--skip-spark]
 """
 from __future__ import annotations
 
@@ -190,6 +191,8 @@ def main() -> None:
     p.add_argument("--sf10", action="store_true", help="also 84 files at SF10 (slow)")
     p.add_argument("--small", default="", help="also these many small files, e.g. 1000,10000")
     p.add_argument("--skip-spark", action="store_true")
+    p.add_argument("--small-only", action="store_true",
+                   help="only the small-file tables (with --small) and the lookups")
     args = p.parse_args()
     work = args.data_dir / "freshness"
     work.mkdir(parents=True, exist_ok=True)
@@ -200,7 +203,8 @@ def main() -> None:
                  .config("spark.ui.enabled", "false").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
     month = by_month(args.data_dir, 1)
-    tables = {"SF1 by month": month, "SF1 in 840 files": split(month, work / "src-840", 840)}
+    tables = {} if args.small_only else {
+        "SF1 by month": month, "SF1 in 840 files": split(month, work / "src-840", 840)}
     if args.sf10:
         tables["SF10 by month"] = by_month(args.data_dir, 10)
     for n in filter(None, args.small.split(",")):

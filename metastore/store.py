@@ -91,18 +91,27 @@ class Store:
                 for i in infos if i.type == pafs.FileType.File]
 
     def _list_s3(self) -> list[DataFile]:
+        """One flat listing (1,000 keys a request); a hidden top-level directory is jumped
+        over with one more request instead of paged through."""
         paginator = s3_client().get_paginator("list_objects_v2")
         prefix = f"{self.prefix}/" if self.prefix else ""
-        out, below = [], []
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix, Delimiter="/"):
-            out += page.get("Contents", [])
-            below += [p["Prefix"] for p in page.get("CommonPrefixes", [])
-                      if not is_hidden(p["Prefix"][len(prefix):])]
-        for directory in below:
-            for page in paginator.paginate(Bucket=self.bucket, Prefix=directory):
-                out += page.get("Contents", [])
-        return [DataFile(o["Key"][len(prefix):], o["Size"], o["ETag"].strip('"'))
-                for o in out if not o["Key"].endswith("/")]
+        out, after, jumped = [], "", set()
+        while after is not None:
+            pages = paginator.paginate(Bucket=self.bucket, Prefix=prefix,
+                                       **({"StartAfter": after} if after else {}))
+            after = None
+            for obj in (o for page in pages for o in page.get("Contents", [])):
+                top, nested, _ = obj["Key"][len(prefix):].partition("/")
+                if nested and is_hidden(top):
+                    if top not in jumped:
+                        jumped.add(top)
+                        after = f"{prefix}{top}/\U0010ffff"   # past every key below it
+                        break
+                    continue
+                if not obj["Key"].endswith("/"):
+                    out.append(DataFile(obj["Key"][len(prefix):], obj["Size"],
+                                        obj["ETag"].strip('"')))
+        return out
 
     def exists(self, *parts: str) -> bool:
         return self.fs.get_file_info(self.path(*parts)).type == pafs.FileType.File

@@ -47,14 +47,19 @@ class _Worker:
         self.conn = None
         self.current: Invocation | None = None
         self.stopped = False
+        self.used = False
 
-    def run(self, event: dict, invocation: Invocation) -> dict:
+    def start(self) -> None:
+        """A process, if none is alive: it imports the steps while the coordinator plans."""
         if self.process is None or not self.process.is_alive():
             self.conn, child = _SPAWN.Pipe()
             self.process = _SPAWN.Process(target=_serve, args=(child, self.entry), daemon=True)
             self.process.start()
             child.close()
-        self.current, self.stopped = invocation, False
+
+    def run(self, event: dict, invocation: Invocation) -> dict:
+        self.start()
+        self.current, self.stopped, self.used = invocation, False, True
         invocation.started = time.monotonic()
         try:
             self.conn.send(event)
@@ -79,7 +84,7 @@ class _Worker:
     def close(self) -> None:
         if self.process is not None and self.process.is_alive():
             self.conn.close()                      # the process ends at its next receive
-            self.process.join(5)
+            self.process.join(5 if self.used else 0)   # one never used may still be importing
             if self.process.is_alive():
                 self.process.kill()
 
@@ -101,6 +106,10 @@ class LocalInvoker(Invoker):
         return invocation
 
     def _feed(self, worker: _Worker) -> None:
+        try:
+            worker.start()                         # warm: a call finds the steps imported
+        except Exception:  # noqa: BLE001 - the first call tries again and reports the reason
+            pass
         while (item := self._calls.get()) is not None:
             event, invocation = item
             if not invocation.set_running_or_notify_cancel():
