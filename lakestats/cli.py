@@ -70,24 +70,22 @@ def _coordinator(args, name: str = "local"):
     """Settings with a running Redis, and an invoker."""
     from infra.redis_server import redis_url
     settings = _settings(args)
-    with redis_url(settings.redis_url) as url:
-        settings = dataclasses.replace(settings, redis_url=url)
-        if name == "spark":
-            from spark_bridge.invoker import SparkInvoker, local_session
-            invoker = SparkInvoker(local_session(settings.spark_master, settings.workers),
-                                   settings.workers)
-        else:
-            from fleet.invokers import make_invoker
-            invoker = make_invoker(name, settings.workers, settings.steps_function)
-        with invoker:
-            yield settings, invoker
+    # the invoker first: local workers import the steps while Redis and the caller start
+    if name == "spark":
+        from spark_bridge.invoker import SparkInvoker, local_session
+        invoker = SparkInvoker(local_session(settings.spark_master, settings.workers),
+                               settings.workers)
+    else:
+        from fleet.invokers import make_invoker
+        invoker = make_invoker(name, settings.workers, settings.steps_function)
+    with invoker, redis_url(settings.redis_url) as url:
+        yield dataclasses.replace(settings, redis_url=url), invoker
 
 
 def cmd_compute(args) -> int:
-    from monostore.compute import ComputeFailed, compute
-
     with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
             _coordinator(args, args.invoker) as (settings, invoker):
+        from monostore.compute import ComputeFailed, compute
         try:
             report = compute(args.table, invoker, settings, stats_root=args.stats_root,
                              progress=progress)

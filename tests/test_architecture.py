@@ -70,6 +70,7 @@ def test_every_dotted_name_resolves():
     for step in protocol.STEPS:
         assert callable(protocol.resolve(step)), step
     assert callable(protocol.resolve(protocol.WORKER_ENTRY))
+    assert callable(protocol.resolve(protocol.WORKER_WARM))
     template = yaml.load((ROOT / "template.yaml").read_text(), Loader=_CloudFormation)
     handlers = [r["Properties"]["Handler"] for r in template["Resources"].values()
                 if r["Type"] == "AWS::Serverless::Function"]

@@ -16,16 +16,21 @@ import threading
 import time
 
 from fleet.invokers.base import Invocation, Invoker
-from fleet.protocol import WORKER_ENTRY, InvocationError, resolve
+from fleet.protocol import WORKER_ENTRY, WORKER_WARM, InvocationError, resolve
 
 _SPAWN = multiprocessing.get_context("spawn")   # forking a process with threads can hang
 
 
-def _serve(conn, entry: str) -> None:
+def _serve(conn, entry: str, warm: str | None) -> None:
     """A worker process: one event in, one (status, payload) out, until the pipe closes."""
     import pyarrow as pa
     pa.set_cpu_count(1)      # one process stands for one function: one core, no oversubscription
     run = resolve(entry)
+    if warm:
+        try:
+            resolve(warm)()
+        except Exception:  # noqa: BLE001 - only a head start: a call reports its own failure
+            pass
     while True:
         try:
             event = conn.recv()
@@ -41,8 +46,8 @@ def _serve(conn, entry: str) -> None:
 class _Worker:
     """One worker process and the call it runs."""
 
-    def __init__(self, entry: str):
-        self.entry = entry
+    def __init__(self, entry: str, warm: str | None):
+        self.entry, self.warm = entry, warm
         self.process = None
         self.conn = None
         self.current: Invocation | None = None
@@ -53,7 +58,8 @@ class _Worker:
         """A process, if none is alive: it imports the steps while the coordinator plans."""
         if self.process is None or not self.process.is_alive():
             self.conn, child = _SPAWN.Pipe()
-            self.process = _SPAWN.Process(target=_serve, args=(child, self.entry), daemon=True)
+            self.process = _SPAWN.Process(target=_serve, args=(child, self.entry, self.warm),
+                                          daemon=True)
             self.process.start()
             child.close()
 
@@ -90,10 +96,11 @@ class _Worker:
 
 
 class LocalInvoker(Invoker):
-    def __init__(self, workers: int | None = None, entry: str = WORKER_ENTRY):
+    def __init__(self, workers: int | None = None, entry: str = WORKER_ENTRY,
+                 warm: str | None = WORKER_WARM):
         self.workers = workers or os.cpu_count() or 1
         self._calls: queue.SimpleQueue = queue.SimpleQueue()
-        self._workers = [_Worker(entry) for _ in range(self.workers)]
+        self._workers = [_Worker(entry, warm) for _ in range(self.workers)]
         self._threads = [threading.Thread(target=self._feed, args=(w,), daemon=True,
                                           name=f"lakestats-worker-{i}")
                          for i, w in enumerate(self._workers)]
