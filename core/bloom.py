@@ -77,8 +77,15 @@ class BloomFilter:
 
     @staticmethod
     def may_contain_any(filters: list[bytes], hashes: np.ndarray) -> np.ndarray:
-        """For each serialized filter, may it hold any of the hashes? All filters probed
-        together, in a few array operations."""
+        """For each serialized filter, may it hold any of the hashes? The filters are probed
+        together, in a few array operations over batches of at most 4M probes."""
+        step = max(1, (1 << 22) // max(1, hashes.size * MAX_HASHES))
+        return np.concatenate([np.zeros(0, bool)] + [
+            BloomFilter._probe_all(filters[i:i + step], hashes)
+            for i in range(0, len(filters), step)])
+
+    @staticmethod
+    def _probe_all(filters: list[bytes], hashes: np.ndarray) -> np.ndarray:
         headers = np.frombuffer(b"".join(f[:16] for f in filters), "<u8").reshape(-1, 2)
         m, k = headers[:, 0].astype(np.uint64), headers[:, 1].astype(np.int64)
         sizes = np.array([len(f) - 16 for f in filters], np.uint64)
