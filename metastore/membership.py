@@ -5,9 +5,10 @@ opening the partition's files:
   partition (they also give a LIMIT's certain rows); the kernel writes a Bloom filter for
   every column with more, so every column has one or the other;
 - where the partition's Bloom filter of the column lies: Bloom filters of the partitions a
-  version adds are written one after the other, column by column, into one pack
-  (versions/<version>/blooms.bin), so a plan reads a column's filters of every partition the
-  version added in one ranged read, and a new version writes only the new partitions'.
+  version adds are written one after the other into one pack (versions/<version>/blooms.bin),
+  column by column within each batch of partitions the coordinator indexes at once, so a plan
+  reads a column's filters in one ranged read per batch, and a new version writes only the
+  new partitions'.
 """
 from __future__ import annotations
 
@@ -20,10 +21,28 @@ from metastore import files
 from metastore.layout import BLOOMS, STATISTICS, Layout
 from metastore.store import DataFile
 
-def collect(layout: Layout, version: str, added: list[tuple[DataFile, pa.Table]],
-            bloom_min_distinct: int) -> dict[str, dict[str, dict]]:
+class BloomPack:
+    """The Bloom filters a version adds, appended batch by batch (column by column within a
+    batch) and written once as versions/<version>/blooms.bin."""
+
+    def __init__(self, version: str):
+        self.version, self.parts, self.size = version, [], 0
+
+    def add(self, data: bytes) -> int:
+        """Appends a filter; returns its offset."""
+        self.parts.append(data)
+        self.size += len(data)
+        return self.size - len(data)
+
+    def write(self, layout: Layout) -> None:
+        if self.parts:
+            layout.version(self.version).write_bytes(b"".join(self.parts), BLOOMS)
+
+
+def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_distinct: int,
+            pack: BloomPack) -> dict[str, dict[str, dict]]:
     """path -> column -> the index's membership fields, for the added partitions (whose
-    statistics tables are given); writes the version's Bloom filter pack."""
+    statistics tables are given); their Bloom filters go into `pack`."""
     def read(item: tuple[DataFile, pa.Table]) -> tuple[str, dict, dict]:
         f, stats = item
         directory = layout.partition(f.rel_path, f.fingerprint)
@@ -43,17 +62,12 @@ def collect(layout: Layout, version: str, added: list[tuple[DataFile, pa.Table]]
     with ThreadPoolExecutor(16) as pool:
         found = list(pool.map(read, added))
     out = {path: {c: {"values": v} for c, v in values.items()} for path, values, _ in found}
-    pack, offset = [], 0
     for column in sorted({c for _, _, blooms in found for c in blooms}):
         for path, _, blooms in found:
             if column in blooms:
                 data = blooms[column]
                 out[path].setdefault(column, {}).update(
-                    bloom_pack=version, bloom_offset=offset, bloom_length=len(data))
-                pack.append(data)
-                offset += len(data)
-    if pack:
-        layout.version(version).write_bytes(b"".join(pack), BLOOMS)
+                    bloom_pack=pack.version, bloom_offset=pack.add(data), bloom_length=len(data))
     return out
 
 

@@ -33,6 +33,9 @@ from metastore.manifest import read_manifest, write_manifest
 from metastore.store import DataFile, Store
 from monostore import publish
 
+# added partitions indexed at once: memory holds one batch's statistics, value sets and dicts
+INDEX_BATCH = 1_000
+
 
 @dataclass
 class Report:
@@ -204,6 +207,31 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
     return reduce.reduce(new_index, table_schema, max_bins, reduce.sources(every)), False
 
 
+def _index(layout: Layout, version: str, previous: _Previous | None, removed: set[str],
+           added: list[DataFile], settings: Settings
+           ) -> tuple[pa.Table, pa.Schema, list[tuple[DataFile, pa.Schema]]]:
+    """The version's partition index and table schema, and the added partitions' schemas.
+    Added partitions are read INDEX_BATCH at a time, so that memory holds one batch's
+    statistics whatever the number of partitions."""
+    new_index = index.without(previous.index, removed) if previous else None
+    index_schema = previous.schema if previous else None
+    known = index.schemas(new_index) if previous else []
+    added_schemas, pack = [], membership.BloomPack(version)
+    for start in range(0, max(len(added), 1), INDEX_BATCH):
+        batch = added[start:start + INDEX_BATCH]
+        stats = list(zip(batch, _statistics(layout, batch)))
+        schemas = [(f, files.data_schema_of(s)) for f, s in stats]
+        added_schemas += schemas
+        known += [(f.rel_path, s) for f, s in schemas]
+        table_schema = reduce.table_schema(known)
+        built = index.build(stats, table_schema, membership.collect(
+            layout, stats, settings.partition.bloom_min_distinct, pack))
+        new_index = index.combine(new_index, index_schema, built, table_schema)
+        index_schema = table_schema
+    pack.write(layout)
+    return new_index, index_schema, added_schemas
+
+
 def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
                    report: Report, settings: Settings, invoker: Invoker,
                    progress: Progress | None) -> None:
@@ -215,16 +243,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
     version = publish.allocate(layout, settings.redis_url)
     out = layout.version(version)
     try:
-        added_stats = list(zip(added, _statistics(layout, added)))
-        added_schemas = [(f, files.data_schema_of(stats)) for f, stats in added_stats]
-        remaining = index.without(previous.index, removed) if previous else None
-        table_schema = reduce.table_schema((index.schemas(remaining) if previous else [])
-                                           + [(f.rel_path, s) for f, s in added_schemas])
-        new_index = index.combine(
-            remaining, previous.schema if previous else None,
-            index.build(added_stats, table_schema, membership.collect(
-                layout, version, added_stats, settings.partition.bloom_min_distinct)),
-            table_schema)
+        new_index, table_schema, added_schemas = _index(layout, version, previous, removed,
+                                                        added, settings)
         table_stats, sketches_stale = _summarize(layout, new_index, table_schema, good, added,
                                                  removed, previous, settings)
         rows = table_stats.statistics.to_pylist()
