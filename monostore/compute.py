@@ -3,14 +3,15 @@ to table level and publish a new version.
 
 Incremental by fingerprint (size and ETag, or mtime): a data file whose statistics exist is
 never read again. A new version starts from the previous one: its partition index minus the
-partitions that left plus those that came, its sketches and histograms merged with the new
-partitions' when none left (else merged anew from every partition's). A version's files are
-written into its own directory and published by one swap of LATEST; a failure on the way
-publishes nothing.
+partitions that left plus those that came, its histograms plus the new partitions' minus the
+removed ones', its sketches merged with the new partitions', its frequency lists merged,
+recomputed or carried (algorithms.frequencies.delta). A version's files are written into its
+own directory and published by one swap of LATEST; a failure on the way publishes nothing.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -69,10 +70,20 @@ class ComputeFailed(Exception):
 class _Previous:
     """What a new version starts from: the published one, when its partition index and
     settings let it."""
+    layout: Layout
     manifest: dict
     schema: pa.Schema
     index: pa.Table
     entries: dict[str, dict]
+
+    @functools.cached_property
+    def statistics(self) -> pa.Table:
+        """The version's statistics.parquet (sketches included), read once."""
+        return self.directory.read_parquet(STATISTICS)
+
+    @property
+    def directory(self) -> Store:
+        return self.layout.version(self.manifest["version"])
 
     @classmethod
     def of(cls, layout: Layout, manifest: dict | None) -> _Previous | None:
@@ -80,7 +91,7 @@ class _Previous:
             return None                  # none, or written before the partition index
         schema = files.decode_schema(manifest["schema"])
         table = index.read(layout.version(manifest["version"]), schema)
-        return cls(manifest, schema, table, index.entries(table))
+        return cls(layout, manifest, schema, table, index.entries(table))
 
 
 def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
@@ -143,8 +154,8 @@ def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table
     .delta). Returns where each column's list lives."""
     before = {}
     if previous:
-        old = layout.version(previous.manifest["version"]).read_parquet(STATISTICS)
-        before = {r["column"]: r for r in old.drop_columns(["bloom_filter"]).to_pylist()}
+        before = {r["column"]: r for r in previous.statistics.drop_columns(
+            ["bloom_filter"]).to_pylist()}
     plan = delta.plan(previous.manifest if previous else None, before, new_index, table_schema,
                       rows, added, delta.removed_partitions(previous.index, previous.schema,
                                                            removed) if previous else {},
@@ -193,8 +204,7 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
     max_bins = settings.partition.max_bins
     stale = bool(previous and (removed or previous.manifest.get("sketches_stale")))
     if previous and not (settings.exact and stale):
-        old = layout.version(previous.manifest["version"])
-        base = (old.read_parquet(STATISTICS), old.read_parquet(HISTOGRAMS))
+        base = (previous.statistics, previous.directory.read_parquet(HISTOGRAMS))
         gone = [layout.partition(p, previous.entries[p]["fingerprint"]).read_parquet(HISTOGRAMS)
                 for p in sorted(removed)]
         try:

@@ -137,9 +137,9 @@ def _ranges(index: pa.Table, table_schema: pa.Schema, column: str) -> list[dict 
 
 
 class _Blooms:
-    """The Bloom filters of a column, of every partition, read at the first question about
-    it: one ranged read per pack. The values asked about are rendered and hashed once for
-    all partitions."""
+    """The Bloom filters of a column: those of the partitions a batch question asks about
+    (`only`), or, for questions one partition at a time, every partition's at the first
+    (`of`). The values asked about are rendered and hashed once for all partitions."""
 
     def __init__(self, stats: TableStatistics, per_column: dict[str, list[dict | None]]):
         self.stats, self.per_column, self.read, self.asked = stats, per_column, {}, {}

@@ -118,7 +118,7 @@ def recompute(stats_root: str, invoker: Invoker, settings: Settings, out: Store,
     `columns`) into `out`/frequencies.parquet, e.g. with another algorithm: no data is read."""
     stats = TableStatistics(stats_root)
     partitions = stats.partition_index()
-    dirs = {p: stats.layout.partition(p, e["fingerprint"]).uri
-            for p, e in index.entries(partitions).items()}
-    return compute(stats.schema(), stats.statistics().to_pylist(), partitions, dirs, invoker,
+    entries = index.entries(partitions)
+    return compute(stats.schema(), stats.statistics().to_pylist(), partitions,
+                   lambda p: stats.layout.partition(p, entries[p]["fingerprint"]).uri, invoker,
                    settings, stats.layout, out, progress, columns)
