@@ -55,8 +55,10 @@ def test_job_survives_a_killed_worker(tmp_path, run, invoker, redis_url):
 
 
 def started(tmp_path, run, files: int, **changes):
-    """compute() of `files` files in a thread, returned once a partition is written: the
-    workers are busy with the next calls."""
+    """compute() of `files` files in a thread, returned a little after a partition is written:
+    the workers are busy inside their next calls. (Right at a call's end, a worker stopped
+    between recording its result and replying would be given up without a retry: the fan-out
+    takes the recorded result.)"""
     for i in range(files):
         write(tmp_path / f"part-{i:02d}.parquet", mixed(60_000, seed=i))
     outcome = {}
@@ -67,6 +69,7 @@ def started(tmp_path, run, files: int, **changes):
     while not list((tmp_path / "_lakestats" / "partitions").glob("*/*/statistics.parquet")):
         assert time.monotonic() < deadline, "no partition finished"
         time.sleep(0.01)
+    time.sleep(0.1)                                   # a 60,000-row call takes longer
     return thread, outcome
 
 
