@@ -29,6 +29,7 @@ test: $(VENV)/.installed-test $(SAM)
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_compute.py
+	$(BIN)/python benchmarks/bench_throughput.py
 	$(BIN)/python benchmarks/bench_spark.py
 	$(BIN)/python benchmarks/bench_quantiles.py
 	$(BIN)/python benchmarks/bench_frequencies.py

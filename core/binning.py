@@ -42,7 +42,8 @@ def edge_type(arrow_type: pa.DataType) -> pa.DataType:
 
 
 def edges_array(values: list, etype: pa.DataType) -> pa.Array:
-    """Bin edges (Python numbers of the binning domain) as an array of the edge type."""
+    """Bin edges (numbers of the binning domain: a list or an array) as an array of the edge
+    type."""
     if pa.types.is_floating(etype):
         return pa.array(values, pa.float64())
     storage = etype if pa.types.is_integer(etype) else ty.storage_type(etype)

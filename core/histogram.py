@@ -179,22 +179,24 @@ class GridChanged(Exception):
     """A histogram cannot be taken apart on its grid; merge it anew."""
 
 
-def edges(h: Histogram) -> tuple[list, list]:
-    """Lower and upper edges of each bin as Python numbers (ints, or floats in the float domain).
-    Integer bins are closed [lower, upper] and clipped to the values' range; float bins are
-    half-open [lower, upper)."""
-    idx = range(h.start, h.start + h.counts.size)
+def edges(h: Histogram) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper edges of each bin (int64 or uint64 numbers, or float64 in the float
+    domain). Integer bins are closed [lower, upper] and clipped to the values' range; float
+    bins are half-open [lower, upper)."""
+    n = h.counts.size
     if h.float_domain:
-        return ([_ldexp(i, h.exponent) for i in idx], [_ldexp(i + 1, h.exponent) for i in idx])
-    lowers = [i << h.exponent for i in idx]
-    uppers = [((i + 1) << h.exponent) - 1 for i in idx]
-    if lowers:
-        lowers[0], uppers[-1] = max(lowers[0], h.low), min(uppers[-1], h.high)
+        idx = np.arange(n + 1, dtype=np.int64) + np.int64(h.start)     # exact: int64 indices
+        with np.errstate(over="ignore"):
+            bounds = np.ldexp(idx.astype(np.float64), h.exponent)     # beyond float64: +-inf
+        return bounds[:-1], bounds[1:]
+    wide = h.high is not None and h.high > np.iinfo(np.int64).max     # a uint64 grid
+    dtype = np.uint64 if wide else np.int64
+    lowers = (np.arange(n, dtype=dtype) + dtype(h.start)) << dtype(h.exponent)
+    if not n:
+        return lowers, lowers.copy()
+    uppers = np.empty_like(lowers)
+    uppers[:-1] = lowers[1:] - dtype(1)
+    # the last upper edge may lie beyond the type ((start + n) << e): clip it in Python ints
+    uppers[-1] = min(((h.start + n) << h.exponent) - 1, h.high)
+    lowers[0] = max(int(lowers[0]), h.low)
     return lowers, uppers
-
-
-def _ldexp(i: int, e: int) -> float:
-    try:
-        return math.ldexp(i, e)
-    except OverflowError:
-        return math.inf if i > 0 else -math.inf

@@ -69,7 +69,8 @@ FREQUENCIES_SCHEMA = pa.schema([
     pa.field("value", pa.string()),       # canonical text of the value; nulls are not values
     pa.field("frequency", pa.int64()),    # rows holding the value
 ])
-# a row group never holds two columns' values, so that one column's lookup reads its own only
+# a long list has row groups of its own, so that one column's lookup reads its own only;
+# short lists share groups (metastore.files.write_frequencies)
 FREQUENCIES_ROW_GROUP = 65_536
 
 # histograms.parquet: one column per binned table column, each cell a struct

@@ -11,7 +11,7 @@ from typing import Mapping
 
 DEFAULT_BINS = 1000                 # histogram bins (10,000 selectable)
 BLOOM_MIN_DISTINCT = 64             # more values in a partition: a Bloom filter; else a value set
-LOW_DISTINCT_MAX = 1_000_000        # sized to the coordinator's Redis
+LOW_DISTINCT_MAX = 1_000_000        # values a low-distinct column sends its reducer
 LOW_DUPLICATE_MAX = 1_000_000       # repeated values one function can confirm
 FREQUENCY_ALGORITHMS = ("low-distinct", "low-duplicate", "binned")
 MAX_ATTEMPTS = 3

@@ -11,7 +11,7 @@ Redis keys, all with a TTL:
 
   lakestats:job:<job>:attempts             hash  call -> attempts so far            JOB_TTL
   lakestats:job:<job>:results              hash  call -> the step's result (JSON)   JOB_TTL
-  lakestats:job:<job>:frequencies:<k>[:from:<sender>]   sorted sets of a column     JOB_TTL
+  lakestats:job:<job>:frequencies:<k>[:from:<sender>]   low-duplicate candidates    JOB_TTL
   lakestats:job:<job>:exchange:<channel>:<receiver>     hash sender -> Arrow IPC    JOB_TTL
   lakestats:lock:<stats root>              the publication lock                     LOCK_TTL
   lakestats:version:<stats root>           the last version number handed out       JOB_TTL
@@ -83,8 +83,9 @@ def reduce_window(table: str) -> str:
     return f"lakestats:reduce:{table}"
 
 
-def channel(algorithm: str, column: int, name: str) -> str:
-    """An exchange channel: per algorithm and column (a job may work on several columns)."""
+def channel(algorithm: str, column: int | str, name: str) -> str:
+    """An exchange channel: per algorithm and column, or group of columns (a job may work on
+    several columns)."""
     return f"{algorithm}-{column}-{name}"
 
 
@@ -124,11 +125,12 @@ class FrequencyColumn:
     low: int | None = None          # binned by range: the table's min and max storage integers
     high: int | None = None
     retype: tuple[str, str] | None = None   # (partition field, table field) when they differ
+    batch: int | None = None        # low-distinct: the reducer summing this column
 
 
 @dataclass(frozen=True)
 class FrequencyTask:
-    index: int                      # the sender (a partition) or receiver (a bin)
+    index: int                      # the sender (a partition) or receiver (a bin, a batch)
     columns: list[FrequencyColumn]
     stats_dir: str | None = None    # the partition's statistics (send, confirm)
 

@@ -10,9 +10,11 @@ import sys
 
 from core import settings as defaults
 from core.settings import Settings
-from lakestats import render
+from lakestats import render, without_pandas
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
+# commands that only read statistics: their process never needs pandas (lakestats.without_pandas)
+LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "quantiles", "rank"}
 
 
 class CliError(Exception):
@@ -374,6 +376,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if argv is None and args.command in LOOKUPS:      # the command line's own process only
+        without_pandas.decline()
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -3,8 +3,9 @@ read from a statistics directory (metastore.layout says which)."""
 from __future__ import annotations
 
 import base64
+import bisect
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -58,45 +59,84 @@ def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:
     """A partition's rows of (column, value, frequency): columns in the order given, then
     decreasing frequency, ties in the order the values first appear in the data file, which
     is deterministic and spares sorting text (the table level orders ties by value)."""
-    parts = []
-    for name, counts in per_column:
-        if counts.num_rows == 0:
-            continue
-        order = np.argsort(-counts["frequency"].to_numpy(), kind="stable")
-        counts = counts.take(order)
-        parts.append(pa.table({"column": pa.array([name] * counts.num_rows, pa.string()),
-                               "value": counts["value"], "frequency": counts["frequency"]},
-                              schema=schema.FREQUENCIES_SCHEMA))
-    if not parts:
+    per_column = [(name, counts) for name, counts in per_column if counts.num_rows]
+    if not per_column:
         return schema.FREQUENCIES_SCHEMA.empty_table()
-    return pa.concat_tables(parts)
+    lengths = [counts.num_rows for _, counts in per_column]
+    k = np.repeat(np.arange(len(per_column)), lengths)
+    values = pa.concat_arrays([c["value"].combine_chunks() for _, c in per_column])
+    frequency = np.concatenate([c["frequency"].to_numpy() for _, c in per_column])
+    order = np.lexsort((-frequency, k))        # stable: ties keep their order of appearance
+    names = pa.array([name for name, _ in per_column], pa.string())
+    return pa.table({"column": names.take(k[order]), "value": values.take(order),
+                     "frequency": frequency[order]}, schema=schema.FREQUENCIES_SCHEMA)
+
+
+def column_runs(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
+    """(column, its rows) of a table of frequencies in file order: one run per column."""
+    names = table["column"].combine_chunks()
+    if not len(names):
+        return
+    runs = pc.run_end_encode(names)
+    start = 0
+    for name, end in zip(runs.values.to_pylist(), runs.run_ends.to_numpy()):
+        yield name, table.slice(start, end - start)
+        start = end
 
 
 def write_frequencies(out: Store, table: pa.Table) -> None:
-    """A row group never holds two columns' values: reading one column's frequencies reads
-    its row groups only (picked from the row-group statistics of `column`)."""
-    names = table["column"].combine_chunks()
-    ends = pc.run_end_encode(names).run_ends.to_numpy() if len(names) else []
+    """A column's list starts a row group of its own unless it is short: reading one column's
+    frequencies reads its row groups only (picked from the row-group statistics of `column`),
+    and short lists share groups of up to FREQUENCIES_ROW_GROUP rows (a table of a thousand
+    short columns writes a few groups, not a thousand)."""
+    page = schema.FREQUENCIES_ROW_GROUP
     with out.atomic_output(FREQUENCIES) as sink, pq.ParquetWriter(
             sink, schema.FREQUENCIES_SCHEMA, compression="zstd") as writer:
-        start = 0
-        for end in ends:
-            writer.write_table(table.slice(start, end - start), row_group_size=schema.FREQUENCIES_ROW_GROUP)
-            start = end
+        short: list[pa.Table] = []
+        for _, rows in column_runs(table):
+            long = rows.num_rows * 4 >= page
+            if short and (long or sum(t.num_rows for t in short) + rows.num_rows > page):
+                writer.write_table(pa.concat_tables(short), row_group_size=page)
+                short = []
+            if long:
+                writer.write_table(rows, row_group_size=page)
+            else:
+                short.append(rows)
+        if short:
+            writer.write_table(pa.concat_tables(short), row_group_size=page)
 
 
-def read_frequencies(store: Store, columns: list[str]) -> pa.Table:
-    """(column, value, frequency) rows of `columns`, in file order."""
+def read_frequencies(store: Store, columns: list[str], limit: int | None = None) -> pa.Table:
+    """(column, value, frequency) rows of `columns`, in file order; with `limit`, the first
+    `limit` rows (of one column: its most frequent values), reading only the row groups that
+    hold them."""
     parquet = store.open_parquet(FREQUENCIES)
-    wanted, groups = set(columns), []
+    wanted = pa.array(columns, pa.string())
     meta = parquet.metadata
-    for i in range(meta.num_row_groups):
-        stats = meta.row_group(i).column(0).statistics
-        if stats is None or not stats.has_min_max or stats.min in wanted or stats.max in wanted \
-                or stats.min != stats.max:
-            groups.append(i)
-    table = parquet.read_row_groups(groups) if groups else schema.FREQUENCIES_SCHEMA.empty_table()
-    return table.filter(pc.is_in(table["column"], pa.array(columns, pa.string())))
+    names = sorted(columns)
+    groups = [i for i in range(meta.num_row_groups)
+              if _may_hold(meta.row_group(i).column(0).statistics, names)]
+    if limit is None:
+        table = parquet.read_row_groups(groups) if groups \
+            else schema.FREQUENCIES_SCHEMA.empty_table()
+        return table.filter(pc.is_in(table["column"], wanted))
+    parts, held = [schema.FREQUENCIES_SCHEMA.empty_table()], 0
+    for i in groups:                 # in file order, until the first `limit` rows are read
+        if held >= limit:
+            break
+        rows = parquet.read_row_group(i)
+        parts.append(rows.filter(pc.is_in(rows["column"], wanted)))
+        held += parts[-1].num_rows
+    return pa.concat_tables(parts).slice(0, limit)
+
+
+def _may_hold(stats, names: list[str]) -> bool:
+    """Whether a row group, by the min and max of its `column` values, may hold one of the
+    (sorted) `names`."""
+    if stats is None or not stats.has_min_max:
+        return True
+    first = bisect.bisect_left(names, stats.min)
+    return first < len(names) and names[first] <= stats.max
 
 
 # -- histograms.parquet
@@ -104,11 +144,12 @@ def read_frequencies(store: Store, columns: list[str]) -> pa.Table:
 def histogram_column(h: hist.Histogram, arrow_type: pa.DataType) -> tuple[pa.Field, pa.Array]:
     etype = edge_type(arrow_type)
     lowers, uppers = hist.edges(h)
-    counts = list(h.counts)
-    if h.neg_inf:
-        lowers, uppers, counts = [-math.inf] + lowers, [-math.inf] + uppers, [h.neg_inf] + counts
-    if h.pos_inf:
-        lowers, uppers, counts = lowers + [math.inf], uppers + [math.inf], counts + [h.pos_inf]
+    counts = h.counts
+    if h.neg_inf or h.pos_inf:    # infinities only in the float domain: float64 edges
+        neg, pos = [-math.inf] * bool(h.neg_inf), [math.inf] * bool(h.pos_inf)
+        lowers, uppers = np.concatenate([neg, lowers, pos]), np.concatenate([neg, uppers, pos])
+        counts = np.concatenate([[h.neg_inf] * bool(h.neg_inf), counts,
+                                 [h.pos_inf] * bool(h.pos_inf)]).astype(np.int64)
     cell = pa.StructArray.from_arrays(
         [edges_array(lowers, etype), edges_array(uppers, etype), pa.array(counts, pa.int64())],
         names=["lower", "upper", "count"])
@@ -130,25 +171,34 @@ def histograms_table(columns: list[tuple[str, pa.DataType, hist.Histogram]]) -> 
     return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
 
 
+def read_histograms(table: pa.Table) -> dict[str, hist.Histogram]:
+    """Every column's histogram of a histograms.parquet table."""
+    return {f.name: _histogram(f, column) for f, column in zip(table.schema, table.columns)}
+
+
 def read_histogram(table: pa.Table, name: str) -> hist.Histogram | None:
     if name not in table.column_names:
         return None
-    field = table.schema.field(name)
-    cells = table[name].combine_chunks().drop_null()
-    lower, upper, count = (cells.field(k) for k in ("lower", "upper", "count"))
+    return _histogram(table.schema.field(name), table[name])
+
+
+def _histogram(field: pa.Field, column: pa.ChunkedArray) -> hist.Histogram:
+    cells = column.combine_chunks().drop_null()
+    lower, count = cells.field("lower"), cells.field("count")
     float_domain = pa.types.is_floating(lower.type)
     counts = count.to_numpy(zero_copy_only=False).astype(np.int64)
     neg_inf = pos_inf = 0
     if float_domain and len(cells):
         lo = lower.to_numpy(zero_copy_only=False)
-        hi = upper.to_numpy(zero_copy_only=False)
+        hi = cells.field("upper").to_numpy(zero_copy_only=False)
         neg = (lo == -np.inf) & (hi == -np.inf)
         pos = (lo == np.inf) & (hi == np.inf)
         neg_inf, pos_inf = int(counts[neg].sum()), int(counts[pos].sum())
         counts = counts[~(neg | pos)]
     meta = field.metadata or {}
     number = float if float_domain else int
-    low, high = (None if meta[k] == b"None" else number(meta[k]) for k in schema.HISTOGRAM_RANGE_KEYS)
+    low, high = (None if meta[k] == b"None" else number(meta[k])
+                 for k in schema.HISTOGRAM_RANGE_KEYS)
     return hist.Histogram(int(meta[schema.HISTOGRAM_EXPONENT_KEY]),
                           int(meta[schema.HISTOGRAM_START_KEY]), counts, neg_inf, pos_inf,
                           float_domain, low, high)

@@ -89,16 +89,17 @@ class TableStatistics:
     def _row(self, column: str, partition: str | None = None, sketches: bool = False) -> dict:
         return self.statistics(partition, [column], sketches).to_pylist()[0]
 
-    def frequencies(self, column: str, partition: str | None = None) -> pa.Table:
-        """(value, frequency) of a column; at table level, from the version whose
-        frequencies.parquet holds the column's list (a version rewrites only the lists that
-        changed)."""
+    def frequencies(self, column: str, partition: str | None = None,
+                    top: int | None = None) -> pa.Table:
+        """(value, frequency) of a column (its `top` most frequent values); at table level,
+        from the version whose frequencies.parquet holds the column's list (a version rewrites
+        only the lists that changed)."""
         if partition is None:
             where = self.manifest.get("frequency_lists", {}).get(column, {})
             directory = self.layout.version(where.get("version", self.version))
         else:
             directory = self.partition_dir(partition)
-        return files.read_frequencies(directory, [column]).select(["value", "frequency"])
+        return files.read_frequencies(directory, [column], top).select(["value", "frequency"])
 
     def histogram_table(self, column: str, partition: str | None = None) -> pa.Table:
         parquet = self.partition_dir(partition).open_parquet(HISTOGRAMS)
@@ -130,9 +131,7 @@ class TableStatistics:
         if row["distinct_count"] is None:
             raise StatisticsNotFound(f"column {column!r} ({row['type']}) has no frequencies "
                                      "(nested columns get row and null counts only)")
-        freq = self.frequencies(column, partition)
-        if top is not None:
-            freq = freq.slice(0, max(0, top))
+        freq = self.frequencies(column, partition, None if top is None else max(0, top))
         out = {"column": column, "exact": not row.get("exact_as_of"),
                "algorithm": "partition" if partition else row["frequency_algorithm"],
                "distinct_count": row["distinct_count"], "null_count": row["null_count"],

@@ -209,12 +209,13 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
                 for p in sorted(removed)]
         try:
             return reduce.reduce(new_index, table_schema, max_bins, reduce.sources(
-                [layout.partition(f.rel_path, f.fingerprint) for f in added]), base,
-                gone), stale
+                [layout.partition(f.rel_path, f.fingerprint) for f in added],
+                len(table_schema)), base, gone), stale
         except hist.GridChanged:
             pass
     every = [layout.partition(p, f.fingerprint) for p, f in sorted(good.items())]
-    return reduce.reduce(new_index, table_schema, max_bins, reduce.sources(every)), False
+    return reduce.reduce(new_index, table_schema, max_bins,
+                         reduce.sources(every, len(table_schema))), False
 
 
 def _index(layout: Layout, version: str, previous: _Previous | None, removed: set[str],

@@ -32,6 +32,24 @@ def table(tmp_path_factory):
     return root
 
 
+def test_lookups_run_without_pandas(table):
+    """The command line's lookups answer without importing pandas (pyarrow would, for 0.4 s):
+    the same answers, and pandas never loaded."""
+    probe = ("import sys, runpy; sys.argv = ['lakestats', *sys.argv[1:]]\n"
+             "try:\n    runpy.run_module('lakestats.cli', run_name='__main__')\n"
+             "finally:\n    print('pandas' in sys.modules, file=sys.stderr)")
+
+    def run(args: list, first: str = "") -> tuple[dict, str]:
+        done = subprocess.run([sys.executable, "-c", first + probe, *map(str, args), "--json"],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout), done.stderr.split()[-1]
+
+    for args in (["show", table, "--columns", "qty,city"], ["frequencies", table, "city"],
+                 ["histogram", table, "qty"], ["quantiles", table, "price", "0.5"]):
+        assert run(args) == (run(args, first="import pandas\n")[0], "False")
+
+
 def test_show_json(table):
     out = json.loads(cli("show", table, "--json").stdout)
     assert (out["row_count"], out["version"], out["partitions"]) == (5000, "v000001", 2)

@@ -123,6 +123,19 @@ def test_algorithms_are_byte_identical(by_algorithm):
     assert len(set(files.values())) == 1, {a: len(b) for a, b in files.items()}
 
 
+def test_low_distinct_in_many_batches_is_byte_identical(table, by_algorithm, tmp_path, run,
+                                                        monkeypatch):
+    """Columns cut into as many reducer batches as the workers allow, of unequal sizes (the
+    unique ids fill more than their share, so some batch numbers go unused): the same file."""
+    from algorithms.frequencies import choice
+    monkeypatch.setattr(choice, "LOW_DISTINCT_SPLIT", 1)
+    report = run(table, stats_root=str(tmp_path),
+                 frequencies=FrequencySettings("low-distinct", **SMALL))
+    binned, binned_report = by_algorithm["binned"]
+    assert (tmp_path / "versions" / report.version / "frequencies.parquet").read_bytes() == \
+        (binned / "versions" / binned_report.version / "frequencies.parquet").read_bytes()
+
+
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_all_values_lists_every_value(table, tmp_path, run, algorithm):
     run(table, stats_root=str(tmp_path), frequencies=FrequencySettings(

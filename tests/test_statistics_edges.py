@@ -303,3 +303,27 @@ def test_a_thousand_columns(tmp_path, run):
     schema = pq.read_schema(tmp_path / rels[0])
     assert check_everything(tmp_path, ts, rels, None, schema, names=sample) == len(set(sample))
     check_everything(tmp_path, ts, [rels[1]], rels[1], schema, names=sample[:7])
+
+
+def test_frequency_lists_short_and_long_read_back_whole_and_by_top(tmp_path):
+    """Short lists share row groups, long ones have their own; each column reads back whole,
+    and its top k from the first row groups only, whatever the order of the names."""
+    sizes = {"m": 10, "b": 20_000, "z": 5, "a": 70_000, "c": 3, "y": 16_000}
+    rng = np.random.default_rng(7)
+    per_column = [(name, pa.table({"value": pa.array([f"{name}{i}" for i in range(n)]),
+                                   "frequency": pa.array(rng.integers(1, 50, n))}))
+                  for name, n in sizes.items()]
+    table = files.frequencies_table(per_column)
+    store = Store(str(tmp_path))
+    files.write_frequencies(store, table)
+    groups = pq.ParquetFile(tmp_path / "frequencies.parquet").metadata.num_row_groups
+    assert groups < len(sizes) + 1          # the short lists share
+    for name, counts in per_column:
+        expected = counts.take(np.argsort(-counts["frequency"].to_numpy(), kind="stable"))
+        got = files.read_frequencies(store, [name])
+        assert got["column"].to_pylist() == [name] * len(counts)
+        assert got.select(["value", "frequency"]).equals(expected)
+        assert files.read_frequencies(store, [name], 7).select(["value", "frequency"]) \
+            .equals(expected.slice(0, 7))
+    both = files.read_frequencies(store, ["z", "a"])
+    assert both.num_rows == sizes["z"] + sizes["a"]

@@ -16,6 +16,8 @@ from fleet.protocol import FrequencyColumn
 from metastore import files
 
 BINS_PER_WORKER = 2
+LOW_DISTINCT_BATCH = 4_000_000      # values a low-distinct reducer sums, beyond its last column
+LOW_DISTINCT_SPLIT = 500_000        # values worth a low-distinct reducer of their own
 COUNTS = ("row_count", "null_count", "distinct_count")     # what the choice reads
 
 
@@ -98,6 +100,27 @@ def plan(table_schema: pa.Schema, table_rows: list[dict], index: pa.Table,
                 type=files.encode_schema(pa.schema([f])), **_range(f, row))
         planned.append(PlannedColumn(k, f, present, ColumnFrequencies(f.name, algorithm), spec,
                                      omit))
+    return _batched(planned, workers)
+
+
+def distinct_sum(c: PlannedColumn) -> int:
+    return sum(r["distinct_count"] or 0 for r in c.stats.values())
+
+
+def _batched(planned: list[PlannedColumn], workers: int) -> list[PlannedColumn]:
+    """The low-distinct columns cut into contiguous batches of about equal S, a reducer per
+    batch: one per LOW_DISTINCT_SPLIT values up to BINS_PER_WORKER per worker (a payload per
+    batch from every partition: small tables send one), and as many as keep a batch within
+    LOW_DISTINCT_BATCH."""
+    low = [c for c in planned if c.result.algorithm == LOW_DISTINCT]
+    sums = [distinct_sum(c) for c in low]
+    total = sum(sums)
+    wanted = min(BINS_PER_WORKER * workers, -(-total // LOW_DISTINCT_SPLIT))
+    batches = min(len(low), max(1, wanted, -(-total // LOW_DISTINCT_BATCH)))
+    before = 0
+    for c, s in zip(low, sums):
+        c.spec = dataclasses.replace(c.spec, batch=min(batches - 1, before * batches // total))
+        before += s
     return planned
 
 

@@ -1,5 +1,5 @@
 """The coordinator's last step of exact frequencies: each column's result, from Redis (the
-sorted sets of low-distinct and low-duplicate) or from the reducers (binned), streamed in file
+sorted sets of low-duplicate) or from the reducers (binned, low-distinct), streamed in file
 order into frequencies.parquet."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
-from algorithms.frequencies.choice import PlannedColumn
+from algorithms.frequencies import BINNED, LOW_DISTINCT, channel
+from algorithms.frequencies.choice import PlannedColumn, distinct_sum
 from core import schema
 from fleet import protocol
 from fleet.connections import client
@@ -28,7 +28,10 @@ def streams(columns: list[PlannedColumn], scope: JobScope, senders: int,
             ) -> list[tuple[int, str, Iterator[pa.Table]]]:
     """(k, name, the column's frequencies in file order) of each reduced column."""
     r = client(scope.job.redis_url, raw=True)
-    return [(c.k, c.field.name, _column_stream(c, scope, r, senders, confirmed, reduced))
+    used = sorted({c.spec.batch for c in columns if c.result.algorithm == LOW_DISTINCT})
+    batches = _Batches(dict(zip(used, scope.objects.stream(channel(LOW_DISTINCT, "reduced"), 0)
+                                if used else [])))
+    return [(c.k, c.field.name, _column_stream(c, scope, r, senders, confirmed, reduced, batches))
             for c in columns]
 
 
@@ -60,13 +63,14 @@ def write(out: Store, sources: list[tuple[int, str, Iterator[pa.Table]]]) -> Non
 
 
 def _column_stream(c: PlannedColumn, scope: JobScope, r, senders: int,
-                   confirmed: list[FrequencyResult], reduced: list[FrequencyResult]
-                   ) -> Iterator[pa.Table]:
+                   confirmed: list[FrequencyResult], reduced: list[FrequencyResult],
+                   batches: _Batches) -> Iterator[pa.Table]:
     res, k, job, exchange = c.result, c.k, scope.job.id, scope.objects
-    if res.algorithm == BINNED:
+    if res.algorithm in (BINNED, LOW_DISTINCT):
         res.distinct_count = sum(o.distinct for o in _outcomes(reduced, k))
         res.singleton_count = sum(o.singletons for o in _outcomes(reduced, k))
-        stream = merge_sorted(exchange.stream(channel(k, "reduced"), 0))
+        stream = merge_sorted(exchange.stream(channel(k, "reduced"), 0)) \
+            if res.algorithm == BINNED else batches.column(c.spec.batch, k)
         yield from (_at_least_twice(t) for t in stream) if c.omit_singletons else stream
         res.complete = not (c.omit_singletons and res.singleton_count)
         return
@@ -76,22 +80,42 @@ def _column_stream(c: PlannedColumn, scope: JobScope, r, senders: int,
     r.expire(key, protocol.JOB_TTL_SECONDS)
     r.delete(*staged)
     in_redis, repeated = r.zcard(key), r.zcount(key, "-inf", -2)
-    if res.algorithm == LOW_DISTINCT:
-        res.distinct_count, res.singleton_count = in_redis, in_redis - repeated
-    else:
-        # each candidate reported by m partitions was counted m times in the distinct sum
-        reports = sum(o.reports for o in _outcomes(confirmed, k))
-        res.distinct_count = sum(s["distinct_count"] or 0 for s in c.stats.values()) \
-            - (reports - in_redis)
-        res.singleton_count = res.distinct_count - repeated
+    # each candidate reported by m partitions was counted m times in the distinct sum
+    reports = sum(o.reports for o in _outcomes(confirmed, k))
+    res.distinct_count = distinct_sum(c) - (reports - in_redis)
+    res.singleton_count = res.distinct_count - repeated
     yield from _zset_pages(r, key, 0, repeated)
-    if not c.omit_singletons:
-        once = [_zset_pages(r, key, repeated, in_redis, batches=True)]
-        if res.algorithm == LOW_DUPLICATE:       # the rest live with the workers that sent them
-            once += exchange.stream(channel(k, "once"), 0)
-        yield from merge_sorted(once)
+    if not c.omit_singletons:       # the rest live with the workers that sent them
+        yield from merge_sorted([_zset_pages(r, key, repeated, in_redis, batches=True),
+                                 *exchange.stream(channel(k, "once"), 0)])
     res.complete = not (c.omit_singletons and res.singleton_count)
     r.delete(key)
+
+
+class _Batches:
+    """The low-distinct reducers' results, each sorted by column: column k's rows are read
+    from its batch's stream when its turn comes (columns are written in order), one record
+    batch at a time."""
+
+    def __init__(self, streams: dict[int, Iterator[pa.RecordBatch]]):
+        self.streams = streams          # every reducer replies: senders in order are batches
+        self.held: dict[int, pa.Table] = {}
+
+    def column(self, batch: int, k: int) -> Iterator[pa.Table]:
+        while True:
+            rows = self.held.pop(batch, None)
+            if rows is None or not rows.num_rows:
+                record_batch = next(self.streams[batch], None)
+                if record_batch is None:
+                    return
+                rows = pa.Table.from_batches([record_batch])
+            start, end = np.searchsorted(rows["k"].to_numpy(), [k, k + 1]).tolist()
+            if end > start:
+                yield rows.slice(start, end - start).select(["value", "frequency"])
+            rest = rows.slice(end)
+            if rest.num_rows:                        # the next column begins here
+                self.held[batch] = rest
+                return
 
 
 def _outcomes(results: list[FrequencyResult], k: int) -> list[ColumnOutcome]:

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
-from algorithms.frequencies.choice import ColumnFrequencies, PlannedColumn, plan
+from algorithms.frequencies.choice import ColumnFrequencies, PlannedColumn, distinct_sum, plan
 from algorithms.frequencies.collect import streams, write
 from core.bloom import BloomFilter
 from core.settings import Settings
@@ -73,9 +73,11 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Calla
         return done
 
     binned = [c for c in columns if c.result.algorithm == BINNED]
-    bins = max((c.spec.bins for c in binned), default=0)
+    batched = [c for c in columns if c.result.algorithm == LOW_DISTINCT]
+    reducers = max([c.spec.bins for c in binned] + [c.spec.batch + 1 for c in batched] + [0])
     per_bin = [StepEvent(FREQUENCY_REDUCE, f"bin {b}", FrequencyTask(
-        b, [c.spec for c in binned if b < c.spec.bins])) for b in range(bins)]
+        b, [c.spec for c in binned if b < c.spec.bins]
+        + [c.spec for c in batched if c.spec.batch == b])) for b in range(reducers)]
     run(per_partition(FREQUENCY_SEND, (LOW_DISTINCT, LOW_DUPLICATE, BINNED)), "send")
     for c in columns:
         if c.result.algorithm == LOW_DUPLICATE:
@@ -99,8 +101,7 @@ def _candidates(c: PlannedColumn, scope: JobScope) -> None:
     has (probably) seen before, and those repeated within a partition, are the candidates,
     broadcast through Redis. A partition's values are distinct, so a batch is probed whole
     before it is added; one batch is in memory at a time."""
-    bloom = BloomFilter.sized(sum(r["distinct_count"] or 0 for r in c.stats.values()),
-                              BLOOM_ERROR_RATE)
+    bloom = BloomFilter.sized(distinct_sum(c), BLOOM_ERROR_RATE)
     candidates = []
     for batch in itertools.chain.from_iterable(scope.objects.stream(channel(c.k, "hashes"), 0)):
         hashes = batch["hash"].to_numpy()

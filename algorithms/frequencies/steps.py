@@ -25,9 +25,10 @@ def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]
     """(value, frequency) of each column in this partition, values as the table's type spells
     them (a column that is int32 here and float64 in the table is re-rendered)."""
     table = files.read_frequencies(Store(stats_dir), [c.name for c in columns])
+    runs = {name: rows.select(["value", "frequency"]) for name, rows in files.column_runs(table)}
     out = {}
     for c in columns:
-        counts = table.filter(pc.equal(table["column"], c.name)).select(["value", "frequency"])
+        counts = runs.get(c.name, table.select(["value", "frequency"]).slice(0, 0))
         if c.retype and counts.num_rows:   # an empty file may type a column null
             source, target = (files.decode_schema(s).field(0).type for s in c.retype)
             counts = counts.set_column(0, "value", ty.retext(counts["value"], source, target))
@@ -68,18 +69,20 @@ def bin_of(counts: pa.Table, column: FrequencyColumn) -> np.ndarray:
 
 
 def send(event: StepEvent) -> FrequencyResult:
-    """Step 1, per partition. low-distinct: add the counts to Redis. binned: cut the counts
-    into bins and send bin b to reducer b. low-duplicate: send the coordinator the values'
-    hashes for its Bloom filter, flagging those repeated within this partition."""
+    """Step 1, per partition. low-distinct: send each batch's reducer the counts of its
+    columns, in one payload. binned: cut the counts into bins and send bin b to reducer b.
+    low-duplicate: send the coordinator the values' hashes for its Bloom filter, flagging those
+    repeated within this partition."""
     task = event.task
     exchange, _ = for_event(event)
     counts = _read(task.stats_dir, task.columns)
-    outcomes = []
+    outcomes = _send_batches(exchange, task.index, [c for c in task.columns
+                                                    if c.algorithm == LOW_DISTINCT], counts)
     for c in task.columns:
         table = counts[c.k]
         if c.algorithm == LOW_DISTINCT:
-            moved = _stage(event, c.k, table)
-        elif c.algorithm == BINNED:
+            continue
+        if c.algorithm == BINNED:
             bins = bin_of(table, c)
             order = np.argsort(bins, kind="stable")
             ends = np.cumsum(np.bincount(bins, minlength=c.bins))
@@ -96,6 +99,26 @@ def send(event: StepEvent) -> FrequencyResult:
             moved = exchange.put(channel(c.k, "hashes"), task.index, 0, hashes)
         outcomes.append(ColumnOutcome(c.k, bytes=moved))
     return FrequencyResult(outcomes)
+
+
+def _send_batches(exchange, sender: int, columns: list[FrequencyColumn],
+                  counts: dict[int, pa.Table]) -> list[ColumnOutcome]:
+    """The low-distinct columns' counts, (k, value, frequency), one payload per batch; a
+    column's bytes are its share of the payload's rows."""
+    outcomes = []
+    for batch in sorted({c.batch for c in columns}):
+        held = [c for c in columns if c.batch == batch]
+        table = pa.concat_tables(_keyed(c.k, counts[c.k]) for c in held)
+        moved = exchange.put(channel(LOW_DISTINCT, "counts"), sender, batch, table)
+        outcomes += [ColumnOutcome(c.k, bytes=moved * counts[c.k].num_rows
+                                   // max(1, table.num_rows)) for c in held]
+    return outcomes
+
+
+def _keyed(k: int, counts: pa.Table) -> pa.Table:
+    return pa.table({"k": pa.repeat(pa.scalar(k, pa.int32()), counts.num_rows),
+                     "value": counts["value"].cast(pa.string()),
+                     "frequency": counts["frequency"].cast(pa.int64())})
 
 
 def confirm(event: StepEvent) -> FrequencyResult:
@@ -123,12 +146,16 @@ def confirm(event: StepEvent) -> FrequencyResult:
 
 
 def reduce(event: StepEvent) -> FrequencyResult:
-    """Step 2 of binned, per bin: sum the bin's slices from every partition and send the
-    coordinator the bin's frequencies in file order (decreasing frequency, then value)."""
+    """Step 2 of binned, per bin, and of low-distinct, per batch: sum the bin's slices (the
+    batch's payloads) from every partition and send the coordinator the frequencies in file
+    order (by column, then decreasing frequency, then value)."""
     task = event.task
     exchange, _ = for_event(event)
-    outcomes = []
+    outcomes = _reduce_batch(exchange, task.index, [c for c in task.columns
+                                                    if c.algorithm == LOW_DISTINCT])
     for c in task.columns:
+        if c.algorithm == LOW_DISTINCT:
+            continue
         slices = exchange.get_all(channel(c.k, "bin"), task.index)
         if not slices:
             outcomes.append(ColumnOutcome(c.k))
@@ -142,3 +169,25 @@ def reduce(event: StepEvent) -> FrequencyResult:
                                       bytes=exchange.put(channel(c.k, "reduced"), task.index,
                                                          0, summed)))
     return FrequencyResult(outcomes)
+
+
+def _reduce_batch(exchange, batch: int, columns: list[FrequencyColumn]) -> list[ColumnOutcome]:
+    """Sum the batch's payloads in one hash aggregation; every reducer replies, even empty,
+    so that the coordinator finds the batches' results in sender order."""
+    if not columns:
+        return []
+    payloads = exchange.get_all(channel(LOW_DISTINCT, "counts"), batch)
+    table = pa.concat_tables(payloads) if payloads else _keyed(0, pa.table({
+        "value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())}))
+    summed = table.group_by(["k", "value"]).aggregate([("frequency", "sum")])
+    summed = pa.table({"k": summed["k"], "value": summed["value"],
+                       "frequency": summed["frequency_sum"]}).sort_by(
+        [("k", "ascending"), ("frequency", "descending"), ("value", "ascending")])
+    moved = exchange.put(channel(LOW_DISTINCT, "reduced"), batch, 0, summed)
+    ks = summed["k"].to_numpy()
+    size = max(c.k for c in columns) + 1
+    distinct = np.bincount(ks, minlength=size)
+    singletons = np.bincount(ks, weights=summed["frequency"].to_numpy() == 1, minlength=size)
+    return [ColumnOutcome(c.k, distinct=int(distinct[c.k]), singletons=int(singletons[c.k]),
+                          bytes=moved * int(distinct[c.k]) // max(1, summed.num_rows))
+            for c in columns]

@@ -1,19 +1,27 @@
 """The per-partition kernel: one data file in, three statistics files out.
 
-The file is read column by column and, within a column, row group by row group, so peak memory
-stays near one decoded column chunk plus the column's distinct values.
+The file is read in batches of columns (one column, unless the columns are small) and, within a
+batch, row group by row group, so peak memory stays near READ_BATCH_BYTES or one decoded column
+chunk, plus the batch's distinct values.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from algorithms.partitions.column_stats import ColumnStats
 from core.settings import PartitionSettings
 from metastore import files
 from metastore.layout import HISTOGRAMS, STATISTICS
 from metastore.store import Store
+
+
+# decoded bytes of the columns read together (Parquet's uncompressed sizes, whole file)
+READ_BATCH_BYTES = 64 << 20
 
 
 class PartitionError(Exception):
@@ -42,27 +50,72 @@ def compute(table: Store, rel_path: str,
     except pa.ArrowInvalid as e:
         raise PartitionError(f"{rel_path}: not a readable Parquet file ({e})") from e
     rows, frequencies, histograms = [], [], []
-    for field in data_schema:
-        try:
-            row, counts, histogram = _column(parquet, field, settings)
-        except (pa.ArrowException, ValueError, OverflowError) as e:   # not OSError: retried
-            raise PartitionError(f"{rel_path}: column {field.name!r}: {e}") from e
-        rows.append(row)
-        if counts is not None:
-            frequencies.append((field.name, counts))
-        if histogram is not None:
-            histograms.append((field.name, field.type, histogram))
+    for batch in _column_batches(parquet, data_schema):
+        fields = [data_schema.field(k) for k in batch]
+        for field, (row, counts, histogram) in _columns(parquet, fields, settings, rel_path):
+            rows.append(row)
+            if counts is not None:
+                frequencies.append((field.name, counts))
+            if histogram is not None:
+                histograms.append((field.name, field.type, histogram))
     row_count = parquet.metadata.num_rows
     return PartitionStats(files.statistics_table(rows, data_schema, row_count),
                           files.frequencies_table(frequencies),
                           files.histograms_table(histograms), row_count)
 
 
-def _column(parquet, field: pa.Field, settings: PartitionSettings):
-    column = ColumnStats(field.name, field.type, settings.max_bins, settings.bloom_min_distinct)
-    for group in range(parquet.num_row_groups):
-        column.add(parquet.read_row_group(group, columns=[field.name]).column(0).combine_chunks())
-    return column.finish()
+def _column_batches(parquet: pq.ParquetFile, data_schema: pa.Schema) -> Iterator[list[int]]:
+    """The top-level columns in runs decoding to about READ_BATCH_BYTES in the whole file (a
+    batch's value counts are held together): a wide file costs a few reads per row group, not
+    one per column; a column larger than that is read alone, as before."""
+    meta = parquet.metadata
+    top = {name: k for k, name in enumerate(data_schema.names)}
+    leaf_top = [_top_level(meta.schema.column(j).path, top) for j in range(meta.num_columns)]
+    sizes = np.zeros(len(top) + 1, np.int64)          # the last: leaves of no known column
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        np.add.at(sizes, leaf_top, [group.column(j).total_uncompressed_size
+                                    for j in range(meta.num_columns)])
+    batch, held = [], 0
+    for k, size in enumerate(sizes[:-1].tolist()):
+        if batch and held + size > READ_BATCH_BYTES:
+            yield batch
+            batch, held = [], 0
+        batch.append(k)
+        held += size
+    if batch:
+        yield batch
+
+
+def _top_level(path: str, top: dict[str, int]) -> int:
+    """The top-level column of a leaf's dotted path (names may hold dots themselves)."""
+    parts = path.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in top:
+            return top[".".join(parts[:i])]
+    return len(top)
+
+
+def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: PartitionSettings,
+             rel_path: str) -> Iterator[tuple[pa.Field, tuple]]:
+    """Each of the fields with its statistics row, value counts and histogram."""
+    stats = [ColumnStats(f.name, f.type, settings.max_bins, settings.bloom_min_distinct)
+             for f in fields]
+    field = None
+    try:        # not OSError: retried
+        for group in range(parquet.num_row_groups):
+            field = None               # a read error names no column unless one is read alone
+            table = parquet.read_row_group(group, columns=[f.name for f in fields])
+            for field, column, chunk in zip(fields, stats, table.columns):
+                column.add(chunk.combine_chunks())
+        for field, column in zip(fields, stats):
+            yield field, column.finish()
+    except (pa.ArrowException, ValueError, OverflowError) as e:
+        if field is None and len(fields) > 1:       # find the column that cannot be read
+            for f in fields:
+                yield from _columns(parquet, [f], settings, rel_path)
+        where = f"column {field.name!r}" if field else f"column {fields[0].name!r}"
+        raise PartitionError(f"{rel_path}: {where}: {e}") from e
 
 
 def write(stats: PartitionStats, out: Store) -> None:

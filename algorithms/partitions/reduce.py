@@ -45,12 +45,19 @@ def statistics(stats_dir: Store) -> pa.Table:
                                  if n not in schema.SKETCH_NAMES])
 
 
-def sources(stats_dirs: list[Store]) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """Each partition's sketches and histograms, read a few dozen at a time side by side:
-    the reduction folds them as they come, holding none for long."""
-    with ThreadPoolExecutor(16) as pool:
-        for start in range(0, len(stats_dirs), 64):
-            yield from pool.map(_sketches_and_histograms, stats_dirs[start:start + 64])
+# column sketches or histograms held at once while folding: a bound on the coordinator's memory
+# (a KMV sketch is up to 32 KB, a histogram up to 24 KB) that a wide table does not multiply
+HELD = 4_096
+
+
+def sources(stats_dirs: list[Store], columns: int) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """Each partition's sketches and histograms, read side by side a window at a time (64
+    partitions, fewer when the table is wide: HELD columns' worth): the reduction folds them
+    as they come, holding none for long."""
+    window = max(1, min(64, HELD // max(1, columns)))
+    with ThreadPoolExecutor(min(16, window)) as pool:
+        for start in range(0, len(stats_dirs), window):
+            yield from pool.map(_sketches_and_histograms, stats_dirs[start:start + window])
 
 
 def _sketches_and_histograms(stats_dir: Store) -> tuple[pa.Table, pa.Table]:
@@ -103,17 +110,18 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
     (core.histogram.GridChanged when that is not exact). Sketches cannot be taken apart: with
     `removed`, they still hold the removed partitions' values."""
     total_rows = int(pc.sum(index["row_count"]).as_py() or 0)
-    folded = {f.name: _Fold() for f in table}
+    folded = {f.name: _Fold(max(2, min(64, HELD // max(1, len(table))))) for f in table}
     for stats, histograms in itertools.chain([base] if base else [], added):
         rows = {r["column"]: r for r in stats.select(
             ["column", *schema.SKETCH_NAMES[:2]]).to_pylist()}
+        binned = files.read_histograms(histograms)
         for f in table:
             fold = folded[f.name]
             if f.name in rows:
                 fold.sketches(rows[f.name])
             if ty.kind_of(f.type) in ty.BINNED_KINDS:
-                fold.histogram(files.read_histogram(histograms, f.name), max_bins)
-    removed = list(removed)
+                fold.histogram(binned.get(f.name), max_bins)
+    removed = [files.read_histograms(h) for h in removed]
     out, histograms = [], []
     for k, field in enumerate(table):
         struct = index[schema.index_column_name(k)].combine_chunks()
@@ -121,8 +129,7 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
         fold = folded[field.name]
         row.update(fold.row())
         if ty.kind_of(field.type) in ty.BINNED_KINDS:
-            merged = hist.subtract(fold.hist, [files.read_histogram(h, field.name)
-                                               for h in removed],
+            merged = hist.subtract(fold.hist, [h.get(field.name) for h in removed],
                                    _binned_range(struct) if removed else None)
             row["histogram_exponent"] = merged.exponent if merged else None
             if merged:
@@ -149,14 +156,15 @@ def _binned_range(struct: pa.StructArray) -> tuple | None:
 class _Fold:
     """A column's sketches and histogram, merged one source at a time."""
 
-    def __init__(self):
-        self.kmvs: list[np.ndarray] = []       # merged 64 at a time: one sort, not 64
+    def __init__(self, held: int):
+        self.kmvs: list[np.ndarray] = []       # merged `held` at a time: one sort, not `held`
+        self.held = held
         self.kll, self.hist = None, None
 
     def sketches(self, row: dict) -> None:
         if row["ndv_sketch"]:
             self.kmvs.append(hashing.kmv_from_bytes(row["ndv_sketch"]))
-            if len(self.kmvs) == 64:
+            if len(self.kmvs) == self.held:
                 self.kmvs = [hashing.kmv_merge(self.kmvs)]
         if row["quantile_sketch"]:
             kll = ds.kll_doubles_sketch.deserialize(row["quantile_sketch"])
