@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Callable, Iterator
 
 import datasketches as ds
 import numpy as np
@@ -15,6 +16,9 @@ import pyarrow.compute as pc
 from core import types as ty
 from core.binning import from_binning
 
+HELD = 262_144          # distinct values sorted in memory at once
+SAMPLE = 4_096          # about this many splitters cut a longer list into buckets
+
 
 def position(q: float, n: int) -> int:
     """The 1-based position of percentile_disc(q) among n sorted values."""
@@ -22,14 +26,84 @@ def position(q: float, n: int) -> int:
 
 
 def from_counts(texts: pa.Array, counts: np.ndarray, arrow_type: pa.DataType,
-                qs: list[float]) -> list[str | None]:
-    """percentile_disc from distinct values (canonical text, any order) and their counts."""
+                qs: list[float], rank: int | None = None) -> list[str | None]:
+    """percentile_disc from distinct values (canonical text, any order) and their counts; with
+    `rank`, the value at that 1-based position among these values (one q)."""
     order = pc.sort_indices(ty.from_text(texts, arrow_type))
     texts = texts.take(order)
     cumulative = np.cumsum(np.asarray(counts)[order.to_numpy()])
     n = int(cumulative[-1]) if cumulative.size else 0
-    return [texts[int(np.searchsorted(cumulative, position(q, n)))].as_py() if n else None
-            for q in qs]
+    return [texts[int(np.searchsorted(cumulative, rank or position(q, n)))].as_py() if n
+            else None for q in qs]
+
+
+def from_count_batches(batches: Callable[[], Iterator[tuple[pa.Array, np.ndarray]]],
+                       rows: int, arrow_type: pa.DataType, qs: list[float]
+                       ) -> list[str | None]:
+    """from_counts over (texts, counts) batches, `rows` in all (an upper bound), holding about
+    HELD values at most: a longer list is read three times, for splitters (every stride-th
+    value: a list orders equal frequencies by value, so these spread evenly), for the counts
+    between splitters, and for the buckets that hold the quantiles, sorted alone."""
+    if rows <= HELD:
+        parts = list(batches())
+        if not parts:
+            return [None] * len(qs)
+        return from_counts(pa.concat_arrays([t for t, _ in parts]),
+                           np.concatenate([c for _, c in parts]), arrow_type, qs)
+    stride, seen, sample = max(1, rows // SAMPLE), 0, []
+    for texts, _ in batches():
+        sample.append(texts.take(np.arange(-seen % stride, len(texts), stride)))
+        seen += len(texts)
+    splitters = ty.from_text(pa.concat_arrays(sample), arrow_type)
+    splitters = splitters.take(pc.sort_indices(splitters))
+    weights = np.zeros(len(splitters) + 1, np.int64)
+    for texts, counts in batches():
+        weights += np.bincount(_buckets(ty.from_text(texts, arrow_type), splitters),
+                               weights=counts, minlength=len(weights)).astype(np.int64)
+    cumulative = np.cumsum(weights)
+    n = int(cumulative[-1])
+    if not n:
+        return [None] * len(qs)
+    targets = {q: int(np.searchsorted(cumulative, position(q, n))) for q in qs}
+    held: dict[int, list[tuple[pa.Array, np.ndarray]]] = {b: [] for b in targets.values()}
+    for texts, counts in batches():
+        for b, mine in _in_buckets(ty.from_text(texts, arrow_type), splitters, list(held)):
+            held[b].append((texts.filter(mine), counts[mine.to_numpy(zero_copy_only=False)]))
+    out = []
+    for q, b in targets.items():
+        below = int(cumulative[b - 1]) if b else 0
+        texts = pa.concat_arrays([t for t, _ in held[b]])
+        counts = np.concatenate([c for _, c in held[b]])
+        out.append(from_counts(texts, counts, arrow_type, [q], rank=position(q, n) - below)[0])
+    return out
+
+
+def _in_buckets(values: pa.Array, splitters: pa.Array, wanted: list[int]
+                ) -> Iterator[tuple[int, pa.BooleanArray]]:
+    """Which values fall in each wanted bucket: by two comparisons with its splitters, or, for
+    floats (NaN compares with nothing, yet sorts last), by sorting."""
+    if pa.types.is_floating(values.type):
+        bucket = _buckets(values, splitters)
+        yield from ((b, pa.array(bucket == b)) for b in wanted)
+        return
+    for b in wanted:
+        mine = pa.array(np.ones(len(values), bool))
+        if b > 0:
+            mine = pc.and_(mine, pc.greater_equal(values, splitters[b - 1]))
+        if b < len(splitters):
+            mine = pc.and_(mine, pc.less(values, splitters[b]))
+        yield b, mine
+
+
+def _buckets(values: pa.Array, splitters: pa.Array) -> np.ndarray:
+    """For each value, how many of the (sorted) splitters are at most it: Arrow's stable sort
+    of splitters and values together orders them as a quantile lookup does."""
+    together = pc.sort_indices(pa.concat_arrays([splitters, values])).to_numpy()
+    is_splitter = together < len(splitters)
+    at_most = np.cumsum(is_splitter)
+    out = np.empty(len(values), np.int64)
+    out[together[~is_splitter] - len(splitters)] = at_most[~is_splitter]
+    return out
 
 
 def from_sketch(sketch: bytes, arrow_type: pa.DataType, qs: list[float]) -> tuple[list[str], float]:

@@ -10,10 +10,10 @@ import sys
 
 from core import settings as defaults
 from core.settings import Settings
-from lakestats import render, without_pandas
+from lakestats import lookup_process, render
 
 EXIT_FAILED, EXIT_USAGE = 1, 2
-# commands that only read statistics: their process never needs pandas (lakestats.without_pandas)
+# commands that only read statistics: their process is set up for it (lakestats.lookup_process)
 LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "quantiles", "rank"}
 
 
@@ -377,7 +377,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if argv is None and args.command in LOOKUPS:      # the command line's own process only
-        without_pandas.decline()
+        lookup_process.prepare()
     try:
         return args.func(args)
     except KeyboardInterrupt:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import bisect
 import math
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -128,6 +128,33 @@ def read_frequencies(store: Store, columns: list[str], limit: int | None = None)
         parts.append(rows.filter(pc.is_in(rows["column"], wanted)))
         held += parts[-1].num_rows
     return pa.concat_tables(parts).slice(0, limit)
+
+
+def frequency_batches(store: Store, column: str
+                      ) -> tuple[int, Callable[[], Iterator[pa.Table]]]:
+    """A column's (value, frequency) rows a row group at a time, as often as asked, and how
+    many rows those row groups hold (the column's, unless it shares them)."""
+    parquet = store.open_parquet(FREQUENCIES)
+    meta = parquet.metadata
+    groups = [i for i in range(meta.num_row_groups)
+              if _may_hold(meta.row_group(i).column(0).statistics, [column])]
+    alone = {i for i in groups if _only_name(meta.row_group(i).column(0).statistics) == column}
+
+    def batches() -> Iterator[pa.Table]:
+        for i in groups:
+            if i in alone:          # the column's alone: its names need no decoding
+                yield parquet.read_row_group(i, columns=["value", "frequency"])
+                continue
+            rows = parquet.read_row_group(i)
+            yield rows.filter(pc.equal(rows["column"], column)).select(["value", "frequency"])
+    return sum(meta.row_group(i).num_rows for i in groups), batches
+
+
+def _only_name(stats) -> str | None:
+    """The one column a row group holds, or None when it may hold several."""
+    if stats is None or not stats.has_min_max or stats.min != stats.max:
+        return None
+    return stats.min
 
 
 def _may_hold(stats, names: list[str]) -> bool:

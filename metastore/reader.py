@@ -94,12 +94,14 @@ class TableStatistics:
         """(value, frequency) of a column (its `top` most frequent values); at table level,
         from the version whose frequencies.parquet holds the column's list (a version rewrites
         only the lists that changed)."""
-        if partition is None:
-            where = self.manifest.get("frequency_lists", {}).get(column, {})
-            directory = self.layout.version(where.get("version", self.version))
-        else:
-            directory = self.partition_dir(partition)
-        return files.read_frequencies(directory, [column], top).select(["value", "frequency"])
+        return files.read_frequencies(self._frequencies_dir(column, partition), [column],
+                                      top).select(["value", "frequency"])
+
+    def _frequencies_dir(self, column: str, partition: str | None) -> Store:
+        if partition is not None:
+            return self.partition_dir(partition)
+        where = self.manifest.get("frequency_lists", {}).get(column, {})
+        return self.layout.version(where.get("version", self.version))
 
     def histogram_table(self, column: str, partition: str | None = None) -> pa.Table:
         parquet = self.partition_dir(partition).open_parquet(HISTOGRAMS)
@@ -157,9 +159,10 @@ class TableStatistics:
         row = self._row(column, sketches=True)
         arrow_type = self.schema().field(column).type
         if row["frequencies_complete"] and not row["exact_as_of"]:
-            freq = self.frequencies(column)
-            return {"exact": True, "quantiles": quantiles.from_counts(
-                freq["value"], freq["frequency"].to_numpy(), arrow_type, qs)}
+            rows, batches = files.frequency_batches(self._frequencies_dir(column, None), column)
+            return {"exact": True, "quantiles": quantiles.from_count_batches(
+                lambda: ((t["value"].combine_chunks(), t["frequency"].to_numpy())
+                         for t in batches()), rows, arrow_type, qs)}
         if row["quantile_sketch"] is None:
             raise StatisticsNotFound(f"column {column!r} ({arrow_type}) keeps only its repeated "
                                      "values and has no quantile sketch: use --exact")

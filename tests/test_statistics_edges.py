@@ -325,5 +325,8 @@ def test_frequency_lists_short_and_long_read_back_whole_and_by_top(tmp_path):
         assert got.select(["value", "frequency"]).equals(expected)
         assert files.read_frequencies(store, [name], 7).select(["value", "frequency"]) \
             .equals(expected.slice(0, 7))
+        rows, batches = files.frequency_batches(store, name)
+        assert rows >= len(counts)
+        assert pa.concat_tables(list(batches())).equals(expected)
     both = files.read_frequencies(store, ["z", "a"])
     assert both.num_rows == sizes["z"] + sizes["a"]
