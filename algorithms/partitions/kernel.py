@@ -111,9 +111,10 @@ def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: Partitio
         for field, column in zip(fields, stats):
             yield field, column.finish()
     except (pa.ArrowException, ValueError, OverflowError) as e:
-        if field is None and len(fields) > 1:       # find the column that cannot be read
+        if field is None and len(fields) > 1:       # read alone, a bad column names itself
             for f in fields:
                 yield from _columns(parquet, [f], settings, rel_path)
+            return
         where = f"column {field.name!r}" if field else f"column {fields[0].name!r}"
         raise PartitionError(f"{rel_path}: {where}: {e}") from e
 
