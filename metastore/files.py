@@ -106,38 +106,34 @@ def write_frequencies(out: Store, table: pa.Table) -> None:
             writer.write_table(pa.concat_tables(short), row_group_size=page)
 
 
-def read_frequencies(store: Store, columns: list[str], limit: int | None = None) -> pa.Table:
-    """(column, value, frequency) rows of `columns`, in file order; with `limit`, the first
-    `limit` rows (of one column: its most frequent values), reading only the row groups that
-    hold them."""
+def read_frequencies(store: Store, columns: list[str]) -> pa.Table:
+    """(column, value, frequency) rows of `columns`, in file order."""
     parquet = store.open_parquet(FREQUENCIES)
-    wanted = pa.array(columns, pa.string())
-    meta = parquet.metadata
-    names = sorted(columns)
-    groups = [i for i in range(meta.num_row_groups)
-              if _may_hold(meta.row_group(i).column(0).statistics, names)]
-    if limit is None:
-        table = parquet.read_row_groups(groups) if groups \
-            else schema.FREQUENCIES_SCHEMA.empty_table()
-        return table.filter(pc.is_in(table["column"], wanted))
-    parts, held = [schema.FREQUENCIES_SCHEMA.empty_table()], 0
-    for i in groups:                 # in file order, until the first `limit` rows are read
-        if held >= limit:
+    groups = _groups(parquet.metadata, columns)
+    table = parquet.read_row_groups(groups) if groups else schema.FREQUENCIES_SCHEMA.empty_table()
+    return table.filter(pc.is_in(table["column"], pa.array(columns, pa.string())))
+
+
+def top_frequencies(store: Store, column: str, k: int) -> pa.Table:
+    """(value, frequency) of a column's k most frequent values: its first rows, read from
+    the first row groups that hold them."""
+    parts, held = [], 0
+    for rows in frequency_batches(store, column)[1]():
+        if held >= k:
             break
-        rows = parquet.read_row_group(i)
-        parts.append(rows.filter(pc.is_in(rows["column"], wanted)))
-        held += parts[-1].num_rows
-    return pa.concat_tables(parts).slice(0, limit)
+        parts.append(rows)
+        held += rows.num_rows
+    return pa.concat_tables(parts).slice(0, k) if parts \
+        else schema.FREQUENCIES_SCHEMA.empty_table().select(["value", "frequency"])
 
 
 def frequency_batches(store: Store, column: str
                       ) -> tuple[int, Callable[[], Iterator[pa.Table]]]:
-    """A column's (value, frequency) rows a row group at a time, as often as asked, and how
-    many rows those row groups hold (the column's, unless it shares them)."""
+    """A column's (value, frequency) rows a row group at a time, in file order, as often as
+    asked, and how many rows those row groups hold (the column's, unless it shares them)."""
     parquet = store.open_parquet(FREQUENCIES)
     meta = parquet.metadata
-    groups = [i for i in range(meta.num_row_groups)
-              if _may_hold(meta.row_group(i).column(0).statistics, [column])]
+    groups = _groups(meta, [column])
     alone = {i for i in groups if _only_name(meta.row_group(i).column(0).statistics) == column}
 
     def batches() -> Iterator[pa.Table]:
@@ -148,6 +144,13 @@ def frequency_batches(store: Store, column: str
             rows = parquet.read_row_group(i)
             yield rows.filter(pc.equal(rows["column"], column)).select(["value", "frequency"])
     return sum(meta.row_group(i).num_rows for i in groups), batches
+
+
+def _groups(meta, columns: list[str]) -> list[int]:
+    """The row groups that may hold any of `columns`."""
+    names = sorted(columns)
+    return [i for i in range(meta.num_row_groups)
+            if _may_hold(meta.row_group(i).column(0).statistics, names)]
 
 
 def _only_name(stats) -> str | None:

@@ -94,8 +94,10 @@ class TableStatistics:
         """(value, frequency) of a column (its `top` most frequent values); at table level,
         from the version whose frequencies.parquet holds the column's list (a version rewrites
         only the lists that changed)."""
-        return files.read_frequencies(self._frequencies_dir(column, partition), [column],
-                                      top).select(["value", "frequency"])
+        directory = self._frequencies_dir(column, partition)
+        if top is not None:
+            return files.top_frequencies(directory, column, top)
+        return files.read_frequencies(directory, [column]).select(["value", "frequency"])
 
     def _frequencies_dir(self, column: str, partition: str | None) -> Store:
         if partition is not None:

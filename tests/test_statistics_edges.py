@@ -323,7 +323,7 @@ def test_frequency_lists_short_and_long_read_back_whole_and_by_top(tmp_path):
         got = files.read_frequencies(store, [name])
         assert got["column"].to_pylist() == [name] * len(counts)
         assert got.select(["value", "frequency"]).equals(expected)
-        assert files.read_frequencies(store, [name], 7).select(["value", "frequency"]) \
+        assert files.top_frequencies(store, name, 7).select(["value", "frequency"]) \
             .equals(expected.slice(0, 7))
         rows, batches = files.frequency_batches(store, name)
         assert rows >= len(counts)

@@ -51,13 +51,18 @@ HELD = 4_096
 
 
 def sources(stats_dirs: list[Store], columns: int) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """Each partition's sketches and histograms, read side by side a window at a time (64
-    partitions, fewer when the table is wide: HELD columns' worth): the reduction folds them
-    as they come, holding none for long."""
-    window = max(1, min(64, HELD // max(1, columns)))
+    """Each partition's sketches and histograms, read side by side a window at a time: the
+    reduction folds them as they come, holding none for long."""
+    window = _window(columns)
     with ThreadPoolExecutor(min(16, window)) as pool:
         for start in range(0, len(stats_dirs), window):
             yield from pool.map(_sketches_and_histograms, stats_dirs[start:start + window])
+
+
+def _window(columns: int) -> int:
+    """Partitions whose sketches or histograms are held at once: 64, fewer when the table is
+    wide (HELD columns' worth)."""
+    return max(1, min(64, HELD // max(1, columns)))
 
 
 def _sketches_and_histograms(stats_dir: Store) -> tuple[pa.Table, pa.Table]:
@@ -110,7 +115,7 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
     (core.histogram.GridChanged when that is not exact). Sketches cannot be taken apart: with
     `removed`, they still hold the removed partitions' values."""
     total_rows = int(pc.sum(index["row_count"]).as_py() or 0)
-    folded = {f.name: _Fold(max(2, min(64, HELD // max(1, len(table))))) for f in table}
+    folded = {f.name: _Fold(max(2, _window(len(table)))) for f in table}
     for stats, histograms in itertools.chain([base] if base else [], added):
         rows = {r["column"]: r for r in stats.select(
             ["column", *schema.SKETCH_NAMES[:2]]).to_pylist()}
