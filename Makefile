@@ -14,6 +14,11 @@ $(VENV)/.installed-%: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[$*]"
 	touch $@
 
+# the tests' user-defined statistics plugin (tests/plugin) is installed beside lakestats
+$(VENV)/.installed-test: pyproject.toml tests/plugin/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[test]" -e ./tests/plugin
+	touch $@
+
 demo: $(VENV)/.installed-demo
 	$(BIN)/lakestats demo
 
@@ -36,6 +41,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_pruning.py
 	$(BIN)/python benchmarks/bench_latency.py
 	$(BIN)/python benchmarks/bench_freshness.py
+	$(BIN)/python benchmarks/bench_lookups.py
 
 clean:
 	rm -rf $(VENV) .venv-sam .demo

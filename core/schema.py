@@ -60,6 +60,12 @@ STATISTICS_FIELDS: list[tuple[str, pa.DataType, str]] = [
      "default; the partition index keeps the others' values): Bloom filter of the values' "
      "canonical text (core.bloom), 1% false positives"),
 ]
+# User-defined statistics (core.udf) follow the built-in ones: a column of values named after
+# the statistic, typed, with STATISTIC_KEY metadata {"plugin", "merge", "type"}, and a binary
+# column <name>__state of its partial states (JSON, or a serialized DataSketches sketch). Where
+# a statistic failed, both are null and the file's STATISTIC_ERRORS_KEY metadata says why.
+STATISTIC_KEY = b"lakestats.statistic"
+STATISTIC_ERRORS_KEY = b"lakestats.statistic_errors"
 STATISTICS_SCHEMA = pa.schema([pa.field(n, t) for n, t, _ in STATISTICS_FIELDS])
 STATISTIC_NAMES = [n for n, _, _ in STATISTICS_FIELDS]
 SKETCH_NAMES = ("ndv_sketch", "quantile_sketch", "bloom_filter")
@@ -141,5 +147,7 @@ def index_column_type(value_type: pa.DataType | None) -> pa.DataType:
                ("values", pa.list_(pa.struct([("value", pa.string()),
                                               ("frequency", pa.int64())]))),
                ("bloom_pack", pa.string()), ("bloom_offset", pa.int64()),
-               ("bloom_length", pa.int64())]
+               ("bloom_length", pa.int64()),
+               # user-defined statistics' states (statistic -> state; null: it failed)
+               ("plugin_states", pa.map_(pa.string(), pa.binary()))]
     return pa.struct(fields)

@@ -24,6 +24,8 @@ class PartitionSettings:
     """What a partition's statistics depend on: a change recomputes every partition."""
     max_bins: int = DEFAULT_BINS
     bloom_min_distinct: int = BLOOM_MIN_DISTINCT
+    # user-defined statistics: plugin modules, .py files or entry-point groups (core.udf)
+    statistics: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,10 +52,18 @@ class Settings:
     tables: tuple[str, ...] = ()         # table roots whose object events are followed
     reduce_window: float = REDUCE_WINDOW_SECONDS   # changes coalesce this long into one version
     reduce_queue_url: str | None = None  # where delayed reduction requests go (AWS)
+    # columns whose values map to the partitions holding them ("auto": the low-distinct ones)
+    value_index: tuple[str, ...] = ("auto",)
 
     def recorded(self) -> dict:
-        """What published statistics depend on, as the manifest records it."""
-        return {"partition": asdict(self.partition), "table": asdict(self.frequencies)}
+        """What published statistics depend on, as the manifest records it (no plugins:
+        recorded as before plugins existed)."""
+        partition = asdict(self.partition)
+        partition["statistics"] = list(partition["statistics"])
+        if not partition["statistics"]:
+            del partition["statistics"]
+        return {"partition": partition, "table": asdict(self.frequencies),
+                "value_index": list(self.value_index)}
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -61,8 +71,11 @@ class Settings:
     @classmethod
     def from_json(cls, data: dict) -> Settings:
         plain = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        plain["partition"] = PartitionSettings(**data.get("partition", {}))
+        partition = data.get("partition", {})
+        plain["partition"] = PartitionSettings(**{
+            **partition, "statistics": tuple(partition.get("statistics", ()))})
         plain["frequencies"] = FrequencySettings(**data.get("frequencies", {}))
+        plain["value_index"] = tuple(data.get("value_index", ("auto",)))
         plain["tables"] = tuple(data.get("tables", ()))
         return cls(**plain)
 
@@ -78,11 +91,14 @@ class Settings:
             tables += [f"s3://{bucket}/{p.strip().strip('/')}"
                        for p in env.get("LAKESTATS_TABLE_PREFIXES", "").split(",") if p.strip()]
         return cls(
-            partition=PartitionSettings(number("LAKESTATS_BINS", DEFAULT_BINS),
-                                        number("LAKESTATS_BLOOM_MIN_DISTINCT", BLOOM_MIN_DISTINCT)),
+            partition=PartitionSettings(
+                number("LAKESTATS_BINS", DEFAULT_BINS),
+                number("LAKESTATS_BLOOM_MIN_DISTINCT", BLOOM_MIN_DISTINCT),
+                _names(env.get("LAKESTATS_STATISTICS", ""))),
             frequencies=FrequencySettings(
                 low_distinct_max=number("LAKESTATS_LOW_DISTINCT_MAX", LOW_DISTINCT_MAX),
                 low_duplicate_max=number("LAKESTATS_LOW_DUPLICATE_MAX", LOW_DUPLICATE_MAX)),
+            value_index=_names(env.get("LAKESTATS_VALUE_INDEX") or "auto"),
             redis_url=env.get("REDIS_URL") or None,
             steps_function=env.get("LAKESTATS_STEPS_FUNCTION") or env.get("LAKESTATS_FUNCTION")
             or None,
@@ -90,3 +106,7 @@ class Settings:
             tables=tuple(t.strip().rstrip("/") for t in tables if t.strip()),
             reduce_window=number("LAKESTATS_REDUCE_WINDOW_SECONDS", REDUCE_WINDOW_SECONDS, float),
             reduce_queue_url=env.get("LAKESTATS_REDUCE_QUEUE_URL") or None)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())

@@ -101,6 +101,7 @@ class PartitionTask:
     stats_dir: str
     max_bins: int
     bloom_min_distinct: int
+    statistics: tuple[str, ...] = ()        # user-defined statistics' plugins (core.udf)
 
 
 @dataclass(frozen=True)

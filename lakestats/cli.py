@@ -1,20 +1,20 @@
 """The `lakestats` command line."""
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
 import os
 import sys
 
-from core import settings as defaults
 from core.settings import Settings
-from lakestats import lookup_process, render
+from lakestats import arguments, lookup_process, render
+from lakestats.arguments import EXIT_USAGE
 
-EXIT_FAILED, EXIT_USAGE = 1, 2
+EXIT_FAILED = 1
 # commands that only read statistics: their process is set up for it (lakestats.lookup_process)
-LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "quantiles", "rank"}
+LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "quantiles", "rank",
+           "where"}
 
 
 class CliError(Exception):
@@ -43,6 +43,12 @@ def _settings(args) -> Settings:
         value = getattr(args, flag, None)
         if value is not None and value is not False:
             given[group][name] = value
+    if getattr(args, "statistics", None):    # files by absolute path: workers run elsewhere
+        given["partition"]["statistics"] = tuple(
+            os.path.abspath(spec) if spec.endswith(".py") else spec
+            for spec in _names(args.statistics))
+    if getattr(args, "value_index", None):
+        given[None]["value_index"] = _names(args.value_index)
     if getattr(args, "tables", None):
         given[None]["tables"] = tuple(t.strip().rstrip("/") for t in args.tables.split(",")
                                       if t.strip())
@@ -51,6 +57,10 @@ def _settings(args) -> Settings:
         settings, partition=dataclasses.replace(settings.partition, **given["partition"]),
         frequencies=dataclasses.replace(settings.frequencies, **given["frequencies"]),
         **given[None])
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
 def _stats_root(args) -> str:
@@ -102,6 +112,8 @@ def cmd_compute(args) -> int:
                                   progress=progress)
     for reason in report.failed.values():
         print(f"lakestats: failed: {reason}", file=sys.stderr)
+    for message in report.statistic_failures:
+        print(f"lakestats: warning: {message}", file=sys.stderr)
     if args.json:
         _print_json({**report.as_json(), **({"ranks": ranks.columns} if ranks else {})})
     elif not args.quiet:
@@ -132,8 +144,24 @@ def cmd_partitions(args) -> int:
     return 0
 
 
+def _range(text: str) -> tuple[str | None, str | None]:
+    """LOW..HIGH (either end may be left out) as its two texts."""
+    cuts = [i for i in range(len(text) - 1) if text.startswith("..", i)]
+    if not cuts:
+        raise ValueError(f"--range {text!r}: expected LOW..HIGH, e.g. -10..30 or 1995-01-01..")
+    # "1.5..2" cuts once; of "1...2"'s cuts, the one leaving no dot at either side
+    cut = next((i for i in cuts if not text[:i].endswith(".")
+                and not text[i + 2:].startswith(".")), cuts[0])
+    return text[:cut] or None, text[cut + 2:] or None
+
+
 def cmd_histogram(args) -> int:
-    bins = _open(args).histogram(args.column, args.partition)
+    try:
+        low, high = _range(args.value_range) if args.value_range else (None, None)
+    except ValueError as e:
+        print(f"lakestats: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    bins = _open(args).histogram(args.column, args.partition, low, high)
     if args.json:
         _print_json({"column": args.column, "bins": bins})
     else:
@@ -147,6 +175,19 @@ def cmd_frequencies(args) -> int:
         _print_json(result)
     else:
         render.frequencies(result)
+    return 0
+
+
+def cmd_where(args) -> int:
+    result = _open(args).partitions_with(args.column, args.value)
+    if args.json:
+        _print_json(result)
+    else:
+        counts = result["frequency_by_partition"]
+        render.out.print(f"{args.column} = {result['value']}: {len(counts):,} partitions, "
+                         f"{sum(counts.values()):,} rows")
+        for path, n in counts.items():
+            render.out.print(f"  {path}  {n:,}")
     return 0
 
 
@@ -237,149 +278,16 @@ def cmd_demo(args) -> int:
     return demo.run(args, _settings(args))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
-        """Usage errors are one line too, like every other error."""
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog="lakestats",
-        description="Exact column statistics for tables of Parquet files (local or s3://).")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def table_command(name, help_text, func):
-        c = sub.add_parser(name, help=help_text, description=help_text)
-        c.add_argument("table", metavar="TABLE",
-                       help="a local directory or s3://bucket/prefix of Parquet files")
-        c.add_argument("--stats-root", metavar="URI",
-                       help="where statistics live (default: TABLE/_lakestats)")
-        c.add_argument("--json", action="store_true", help="machine-readable output")
-        c.set_defaults(func=func)
-        return c
-
-    c = table_command("compute", "compute (incrementally) and publish the table's statistics",
-                      cmd_compute)
-    c.add_argument("--bins", type=int,
-                   help=f"histogram bins (default {defaults.DEFAULT_BINS}, or $LAKESTATS_BINS)")
-    c.add_argument("--frequency-algorithm", choices=["auto", *defaults.FREQUENCY_ALGORITHMS],
-                   help="how exact table-level frequencies are reduced (default: auto, chosen "
-                        "per column from the partitions' counts)")
-    c.add_argument("--low-distinct-max", type=int, metavar="N",
-                   help="auto: low-distinct when the partitions' distinct counts sum to at most "
-                        f"N (default {defaults.LOW_DISTINCT_MAX})")
-    c.add_argument("--low-duplicate-max", type=int, metavar="N",
-                   help="auto: low-duplicate when at most N values can repeat "
-                        f"(default {defaults.LOW_DUPLICATE_MAX})")
-    c.add_argument("--exact", action="store_true",
-                   help="make every table-level distinct count and frequency list exact now: "
-                        "lists too large to merge with each new file otherwise wait for a "
-                        "compaction, marked with the version they last described")
-    c.add_argument("--all-values", action="store_true",
-                   help="list values seen once too, also for near-unique columns")
-    c.add_argument("--bloom-min-distinct", type=int, metavar="N",
-                   help="write a partition Bloom filter for columns with more than N distinct "
-                        f"values in the partition (default {defaults.BLOOM_MIN_DISTINCT})")
-    c.add_argument("--allow-partial", action="store_true",
-                   help="publish over the good partitions when some files fail; "
-                        "the missing ones are recorded")
-    c.add_argument("--workers", type=int, help="concurrent workers (default: CPU count)")
-    c.add_argument("--invoker", choices=["local", "lambda", "spark"], default="local",
-                   help="local worker processes (default), AWS Lambda, or Spark tasks "
-                        "(the active or a local SparkSession; SPARK_MASTER picks the master)")
-    c.add_argument("--function-name",
-                   help="the steps function for --invoker lambda (default: "
-                        "$LAKESTATS_STEPS_FUNCTION)")
-    c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
-    c.add_argument("--max-attempts", type=int, metavar="N",
-                   help=f"attempts per call of a step (default {defaults.MAX_ATTEMPTS})")
-    c.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="a call of any step (a partition, a frequency or sort step) running "
-                        "longer is stopped and retried; on Lambda and Spark, which cannot stop "
-                        "one call, it is left running and retried "
-                        f"(default {defaults.TIMEOUT_SECONDS:g})")
-    c.add_argument("--quiet", action="store_true", help="no progress bar or summary")
-    c.add_argument("--ranks", metavar="COL[,COL...]",
-                   help="also compute exact ranks (ranks.parquet) of these columns")
-
-    c = table_command("show", "show the table's (or one partition's) statistics", cmd_show)
-    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
-    c.add_argument("--columns", metavar="a,b", help="only these columns")
-
-    table_command("partitions", "list the partitions of the published version", cmd_partitions)
-
-    c = table_command("histogram", "show a column's histogram", cmd_histogram)
-    c.add_argument("column", metavar="COLUMN")
-    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
-    c.add_argument("--rows", type=int, default=24, help="bars to draw (default 24)")
-
-    c = table_command("frequencies", "exact value frequencies of a column, most frequent first",
-                      cmd_frequencies)
-    c.add_argument("column", metavar="COLUMN")
-    c.add_argument("--top", type=int, metavar="K", help="only the K most frequent values")
-    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
-
-    c = table_command("prune", "the data files a query must read (filter, LIMIT, top-k pruning)",
-                      cmd_prune)
-    c.add_argument("--where", metavar="EXPR", help="a Spark SQL boolean expression")
-    c.add_argument("--limit", type=int, metavar="K", help="the query's LIMIT")
-    c.add_argument("--order-by", metavar="'COL [ASC|DESC]'", help="the query's ORDER BY")
-
-    def sort_options(c):
-        c.add_argument("--workers", type=int, help="concurrent workers for the distributed sort")
-        c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
-
-    c = table_command("quantiles", "quantiles of a column: from sketches, or exact (--exact)",
-                      cmd_quantiles)
-    c.add_argument("column", metavar="COLUMN")
-    c.add_argument("q", metavar="Q", type=float, nargs="+", help="fractions in [0, 1]")
-    c.add_argument("--exact", action="store_true",
-                   help="percentile_disc from exact ranks (computed on the spot if missing)")
-    sort_options(c)
-
-    c = table_command("rank", "how many non-null values are smaller than VALUE, and its count",
-                      cmd_rank)
-    c.add_argument("column", metavar="COLUMN")
-    c.add_argument("value", metavar="VALUE", help="canonical text, e.g. 1995-01-01 or 12.50")
-    sort_options(c)
-
-    c = sub.add_parser("watch", help="run the serverless event flow locally: consume S3 "
-                       "notifications from SQS, compute statistics, publish table versions",
-                       description="Long-polls an SQS queue fed by S3 notifications (moto's "
-                       "server, localstack via AWS_ENDPOINT_URL, or AWS) and runs the Lambda "
-                       "handlers on the same SQS event payloads.")
-    c.add_argument("--queue", required=True, metavar="SQS_URL")
-    c.add_argument("--tables", metavar="s3://b/prefix[,...]",
-                   help="table roots to maintain (default: $LAKESTATS_TABLES)")
-    c.add_argument("--window", type=float, default=2.0, metavar="SECONDS",
-                   help="coalesce a table's changes for this long before reducing (default 2)")
-    c.add_argument("--visibility", type=int, default=120, metavar="SECONDS",
-                   help="a message being handled stays invisible this long; if the watcher "
-                        "dies it comes back after it (default 120)")
-    c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
-    c.set_defaults(func=cmd_watch)
-
-    c = sub.add_parser("local", help="start or stop the local stack (moto S3+SQS, Redis)")
-    c.add_argument("action", choices=["up", "down"])
-    c.add_argument("--bucket", help="with up: create this bucket with notifications to a queue")
-    c.set_defaults(func=cmd_local)
-
-    c = sub.add_parser("demo", help="generate a TPC-H table, compute and show its statistics")
-    c.add_argument("--dir", default=".demo", help="where the sample table goes (default .demo)")
-    c.add_argument("--scale", type=float, default=0.25,
-                   help="TPC-H scale factor (default 0.25: 1.5M lineitem rows)")
-    c.add_argument("--parts", type=int, default=12, help="files to split lineitem into")
-    c.set_defaults(func=cmd_demo)
-    return p
+COMMANDS = {name[4:].replace("_", "-"): f for name, f in list(globals().items())
+            if name.startswith("cmd_")}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = arguments.parser().parse_args(argv)
     if argv is None and args.command in LOOKUPS:      # the command line's own process only
         lookup_process.prepare()
     try:
-        return args.func(args)
+        return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print("lakestats: interrupted", file=sys.stderr)
         return 130

@@ -7,6 +7,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from core.schema import STATISTIC_NAMES
+
 out = Console(width=None if Console().is_terminal else 160)   # pipes get a wide page
 err = Console(stderr=True)
 SHOWN = ("column", "type", "row_count", "null_count", "nan_count", "distinct_count", "min", "max",
@@ -53,14 +55,17 @@ def summary(s: dict) -> None:
     for path, reason in (s.get("missing") or {}).items():
         out.print(f"[red]missing[/] {path}: {reason}")
     t = Table(show_edge=False, header_style="bold")
-    for name in SHOWN:
+    # user-defined statistics follow the built-in ones (core.udf)
+    shown = list(SHOWN) + [k for k in (s["columns"][0] if s["columns"] else {})
+                     if k not in STATISTIC_NAMES]
+    for name in shown:
         t.add_column(name.replace("_count", ""), overflow="fold",
                      justify="left" if name in ("column", "type", "min", "max") else "right")
     for col in s["columns"]:
         distinct = col.get("distinct_count")
         if distinct is not None and col.get("distinct_count_exact") is False:
             distinct = f"~{distinct}"
-        t.add_row(*[_short(distinct if n == "distinct_count" else col.get(n)) for n in SHOWN])
+        t.add_row(*[_short(distinct if n == "distinct_count" else col.get(n)) for n in shown])
     out.print(t)
 
 

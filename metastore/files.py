@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import json
 import math
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -12,10 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from core import histogram as hist
 from core import schema
 from core import types as ty
-from core.binning import edge_type, edges_array
+from core import udf
 from metastore.layout import FREQUENCIES
 
 if TYPE_CHECKING:
@@ -39,10 +39,49 @@ def decode_schema(text: str) -> pa.Schema:
 
 # -- statistics.parquet
 
-def statistics_table(rows: list[dict], data_schema: pa.Schema, row_count: int) -> pa.Table:
+def statistics_table(rows: list[dict], data_schema: pa.Schema, row_count: int,
+                     statistics: list[udf.Statistic] = (),
+                     errors: dict[str, dict[str, str]] | None = None) -> pa.Table:
+    """The built-in statistics, then each user-defined statistic's value and state columns
+    (core.schema.STATISTIC_KEY describes the value's), then the plugins' errors (statistic ->
+    column -> error) in the schema metadata."""
     table = pa.Table.from_pylist(rows, schema=schema.STATISTICS_SCHEMA)
-    return table.replace_schema_metadata({DATA_SCHEMA_KEY: encode_schema(data_schema),
-                                          ROW_COUNT_KEY: str(row_count)})
+    for s in statistics:
+        values = udf.value_array(s, [r.get(s.name) for r in rows])
+        described = json.dumps({"plugin": s.plugin, "merge": s.merge.name,
+                                "type": str(values.type)})
+        table = table.append_column(pa.field(s.name, values.type, metadata={
+            schema.STATISTIC_KEY: described}), values)
+        state = udf.state_column(s.name)
+        table = table.append_column(pa.field(state, pa.binary()),
+                                    pa.array([r.get(state) for r in rows], pa.binary()))
+    meta = {DATA_SCHEMA_KEY: encode_schema(data_schema), ROW_COUNT_KEY: str(row_count)}
+    if errors:
+        meta[schema.STATISTIC_ERRORS_KEY] = json.dumps(errors)
+    return table.replace_schema_metadata(meta)
+
+
+def statistic_errors(statistics: pa.Table) -> dict[str, dict[str, str]]:
+    """statistic -> column -> why the user-defined statistic failed there."""
+    return json.loads((statistics.schema.metadata or {}).get(schema.STATISTIC_ERRORS_KEY, b"{}"))
+
+
+def plugin_states(statistics: pa.Table) -> list[dict[str, bytes | None]]:
+    """Per row (column) of a statistics table: statistic -> encoded state, None where the
+    statistic failed; statistics without a state there (no values) are left out."""
+    errors = statistic_errors(statistics)
+    names = [n for n in statistics.column_names if udf.is_state_column(n)]
+    columns = statistics["column"].to_pylist()
+    out = [{} for _ in columns]
+    for state in names:
+        name = state[:-len(udf.STATE_SUFFIX)]
+        failed = errors.get(name, {})
+        for row, column, value in zip(out, columns, statistics[state].to_pylist()):
+            if column in failed:
+                row[name] = None
+            elif value is not None:
+                row[name] = value
+    return out
 
 
 def row_count_of(statistics: pa.Table) -> int:
@@ -169,91 +208,23 @@ def _may_hold(stats, names: list[str]) -> bool:
     return first < len(names) and names[first] <= stats.max
 
 
-# -- histograms.parquet
-
-def histogram_column(h: hist.Histogram, arrow_type: pa.DataType) -> tuple[pa.Field, pa.Array]:
-    etype = edge_type(arrow_type)
-    lowers, uppers = hist.edges(h)
-    counts = h.counts
-    if h.neg_inf or h.pos_inf:    # infinities only in the float domain: float64 edges
-        neg, pos = [-math.inf] * bool(h.neg_inf), [math.inf] * bool(h.pos_inf)
-        lowers, uppers = np.concatenate([neg, lowers, pos]), np.concatenate([neg, uppers, pos])
-        counts = np.concatenate([[h.neg_inf] * bool(h.neg_inf), counts,
-                                 [h.pos_inf] * bool(h.pos_inf)]).astype(np.int64)
-    cell = pa.StructArray.from_arrays(
-        [edges_array(lowers, etype), edges_array(uppers, etype), pa.array(counts, pa.int64())],
-        names=["lower", "upper", "count"])
-    low_key, high_key = schema.HISTOGRAM_RANGE_KEYS
-    field = pa.field("", schema.histogram_cell_type(etype), metadata={
-        schema.HISTOGRAM_EXPONENT_KEY: str(h.exponent), schema.HISTOGRAM_START_KEY: str(h.start),
-        low_key: repr(h.low), high_key: repr(h.high)})
-    return field, cell
-
-
-def histograms_table(columns: list[tuple[str, pa.DataType, hist.Histogram]]) -> pa.Table:
-    built = [(name, *histogram_column(h, t)) for name, t, h in columns if h is not None]
-    length = max((len(cell) for _, _, cell in built), default=0)
-    fields, arrays = [], []
-    for name, field, cell in built:
-        fields.append(field.with_name(name))
-        arrays.append(pa.concat_arrays([cell, pa.nulls(length - len(cell), cell.type)])
-                      if len(cell) < length else cell)
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-
-
-def read_histograms(table: pa.Table) -> dict[str, hist.Histogram]:
-    """Every column's histogram of a histograms.parquet table."""
-    return {f.name: _histogram(f, column) for f, column in zip(table.schema, table.columns)}
-
-
-def read_histogram(table: pa.Table, name: str) -> hist.Histogram | None:
-    if name not in table.column_names:
-        return None
-    return _histogram(table.schema.field(name), table[name])
-
-
-def _histogram(field: pa.Field, column: pa.ChunkedArray) -> hist.Histogram:
-    cells = column.combine_chunks().drop_null()
-    lower, count = cells.field("lower"), cells.field("count")
-    float_domain = pa.types.is_floating(lower.type)
-    counts = count.to_numpy(zero_copy_only=False).astype(np.int64)
-    neg_inf = pos_inf = 0
-    if float_domain and len(cells):
-        lo = lower.to_numpy(zero_copy_only=False)
-        hi = cells.field("upper").to_numpy(zero_copy_only=False)
-        neg = (lo == -np.inf) & (hi == -np.inf)
-        pos = (lo == np.inf) & (hi == np.inf)
-        neg_inf, pos_inf = int(counts[neg].sum()), int(counts[pos].sum())
-        counts = counts[~(neg | pos)]
-    meta = field.metadata or {}
-    number = float if float_domain else int
-    low, high = (None if meta[k] == b"None" else number(meta[k])
-                 for k in schema.HISTOGRAM_RANGE_KEYS)
-    return hist.Histogram(int(meta[schema.HISTOGRAM_EXPONENT_KEY]),
-                          int(meta[schema.HISTOGRAM_START_KEY]), counts, neg_inf, pos_inf,
-                          float_domain, low, high)
-
-
-def histogram_bins(table: pa.Table, name: str) -> list[dict]:
-    """Bins as {lower, upper, count} with canonical text edges (for the CLI and JSON)."""
-    cells = table[name].combine_chunks().drop_null()
-    lowers = ty.to_text(cells.field("lower")).to_pylist()
-    uppers = ty.to_text(cells.field("upper")).to_pylist()
-    return [{"lower": lo, "upper": hi, "count": c}
-            for lo, hi, c in zip(lowers, uppers, cells.field("count").to_pylist())]
-
-
 # -- as JSON
 
 def column_statistics(table: pa.Table) -> list[dict]:
-    """statistics.parquet rows as JSON-ready dicts (sketches left out; non-finite floats as text)."""
-    keep = [n for n in table.column_names if n not in schema.SKETCH_NAMES]
+    """statistics.parquet rows as JSON-ready dicts (sketches and plugin states left out;
+    non-finite floats as text)."""
+    keep = light_columns(table.column_names)
     rows = table.select(keep).to_pylist()
     for row in rows:
         for key, value in row.items():
             if isinstance(value, float) and not math.isfinite(value):
                 row[key] = ty.scalar_text(pa.scalar(value))
     return rows
+
+
+def light_columns(names: list[str]) -> list[str]:
+    """Of statistics.parquet's columns, all but sketches, Bloom filters and plugin states."""
+    return [n for n in names if n not in schema.SKETCH_NAMES and not udf.is_state_column(n)]
 
 
 def filter_columns(table: pa.Table, columns: list[str] | None) -> pa.Table:

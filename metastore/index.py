@@ -4,6 +4,7 @@ its own, min and max typed. A version's index is the previous one minus the part
 left plus those that came: building it reads the new partitions' statistics only."""
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,7 +28,9 @@ def build(parts: list[tuple[DataFile, pa.Table]], table_schema: pa.Schema,
     fields metastore.membership collected (path -> column -> fields)."""
     membership = membership or {}
     parts = sorted(parts, key=lambda p: p[0].rel_path)
-    by_column = [{r["column"]: r for r in stats.select(_STATISTICS).to_pylist()}
+    by_column = [{r["column"]: {**r, "plugin_states": list(states.items()) or None}
+                  for r, states in zip(stats.select(_STATISTICS).to_pylist(),
+                                       files.plugin_states(stats))}
                  for _, stats in parts]
     arrays = [pa.array([f.rel_path for f, _ in parts], pa.string()),
               pa.array([f.size for f, _ in parts], pa.int64()),
@@ -61,6 +64,23 @@ def _column(rows: list[dict | None], field: pa.Field) -> pa.StructArray:
                                      child.type))
     absent = pa.array([r is None for r in rows], pa.bool_())
     return pa.StructArray.from_arrays(children, fields=list(struct), mask=absent)
+
+
+def plugin_states(index: pa.Table, k: int, name: str) -> tuple[pa.Array, pa.Array]:
+    """Of the index's column k and user-defined statistic `name`: the rows (positions) whose
+    partition holds a state, and the states (null where the statistic failed)."""
+    struct = index[schema.index_column_name(k)].combine_chunks()
+    if struct.type.get_field_index("plugin_states") < 0 or not len(struct):
+        return pa.array([], pa.int64()), pa.array([], pa.binary())
+    states = pc.struct_field(struct, "plugin_states")
+    held = states.is_valid()
+    entries = states.filter(held).cast(pa.list_(pa.struct([("key", pa.string()),
+                                                           ("value", pa.binary())])))
+    flat = pc.list_flatten(entries)
+    rows = np.flatnonzero(held.to_numpy(zero_copy_only=False))[
+        pc.list_parent_indices(entries).to_numpy()]
+    hit = pc.equal(flat.field("key"), name)
+    return pa.array(rows, pa.int64()).filter(hit), flat.field("value").filter(hit)
 
 
 def without(index: pa.Table, paths: set[str]) -> pa.Table:

@@ -4,7 +4,8 @@
                                           statistics.parquet is written last and marks the
                                           directory complete
     versions/<version>/                   a table version: the same three files, manifest.json,
-                                          partitions.parquet (the partition index) and, when
+                                          partitions.parquet (the partition index),
+                                          value_index.parquet (value -> partitions) and, when
                                           ranks were asked for, ranks.parquet
     LATEST                                {"version": ...}: the published version, replaced
                                           atomically once the version's files are all written
@@ -18,6 +19,7 @@ from metastore.store import Store
 STATISTICS, FREQUENCIES = "statistics.parquet", "frequencies.parquet"
 HISTOGRAMS, RANKS = "histograms.parquet", "ranks.parquet"
 MANIFEST, LATEST, INDEX = "manifest.json", "LATEST", "partitions.parquet"
+VALUE_INDEX = "value_index.parquet"
 BLOOMS = "blooms.bin"          # the Bloom filters of the partitions a version added
 STATS_DIR = "_lakestats"       # hidden from the table's data files by its leading underscore
 

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from core import quantiles, schema
 from core import types as ty
-from metastore import files, index
+from metastore import files, histograms, index, value_index
 from metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
 from metastore.manifest import read_manifest
 from metastore.store import Store
@@ -66,20 +66,20 @@ class TableStatistics:
     def statistics(self, partition: str | None = None, columns: list[str] | None = None,
                    sketches: bool = True) -> pa.Table:
         """statistics.parquet rows (of `columns` only, if given); sketches=False skips reading
-        the sketch columns, the bulk of the file."""
-        names = None if sketches else [n for n in schema.STATISTIC_NAMES
-                                       if n not in schema.SKETCH_NAMES]
+        the sketch and plugin state columns, the bulk of the file."""
         table_schema = self.schema()
+        parquet = self.partition_dir(partition).open_parquet(STATISTICS)
+        names = parquet.schema_arrow.names
+        names = names if sketches else files.light_columns(names)
         if partition is None and columns and set(columns) <= set(table_schema.names):
             # the table's rows are in schema order, in small row groups: read only the
             # groups that hold the asked columns, whatever the table's width
             rows = {table_schema.get_field_index(c) for c in columns}
-            parquet = self.version_dir().open_parquet(STATISTICS)
             ends = list(itertools.accumulate(parquet.metadata.row_group(g).num_rows
                                              for g in range(parquet.num_row_groups)))
             groups = sorted({bisect.bisect_right(ends, r) for r in rows})
             return files.filter_columns(parquet.read_row_groups(groups, columns=names), columns)
-        table = self.partition_dir(partition).read_parquet(STATISTICS, columns=names)
+        table = parquet.read(columns=names)
         if columns:
             unknown = sorted(set(columns) - set(table["column"].to_pylist()))
             if unknown:
@@ -112,8 +112,35 @@ class TableStatistics:
                                      "temporal columns with values do)")
         return parquet.read(columns=[column])
 
-    def histogram(self, column: str, partition: str | None = None) -> list[dict]:
-        return files.histogram_bins(self.histogram_table(column, partition), column)
+    def histogram(self, column: str, partition: str | None = None,
+                  low=None, high=None) -> list[dict]:
+        """Bins as {lower, upper, count}; with `low` or `high` (canonical text, or a value
+        of the column's type), only the bins that overlap [low, high], read from the row groups
+        that hold them."""
+        if low is None and high is None:
+            return histograms.histogram_bins(self.histogram_table(column, partition), column)
+        arrow_type = self.column_type(column)
+        bounds = [None if v is None else self.typed(v, arrow_type) for v in (low, high)]
+        bins = histograms.bins_between(self.partition_dir(partition), column, arrow_type,
+                                       *bounds)
+        if bins is None:
+            self.histogram_table(column, partition)          # raises: says why there is none
+        return bins
+
+    def column_type(self, column: str) -> pa.DataType:
+        if column not in self.schema().names:
+            raise StatisticsNotFound(f"no column {column!r} in the statistics")
+        return self.schema().field(column).type
+
+    @staticmethod
+    def typed(value, arrow_type: pa.DataType) -> pa.Scalar:
+        """A value of the column's type from its canonical text, or from a Python value."""
+        try:
+            if isinstance(value, str):
+                return ty.from_text([value], arrow_type)[0]
+            return pa.scalar(value, ty.value_type(arrow_type))
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as e:
+            raise StatisticsNotFound(f"{value!r} is not a {arrow_type} value ({e})") from None
 
     def summary(self, partition: str | None = None, columns: list[str] | None = None) -> dict:
         """The object `lakestats show --json` prints."""
@@ -145,6 +172,35 @@ class TableStatistics:
             out["omitted_singletons"] = row["singleton_count"]
         if row.get("exact_as_of"):
             out["exact_as_of"] = row["exact_as_of"]
+        return out
+
+    def partitions_with(self, column: str, value) -> dict:
+        """The partitions holding `value` (canonical text, or a value of the column's type) in
+        `column`, with its frequency in each, from the version's value index alone: the object
+        `lakestats where --json` prints."""
+        text = ty.scalar_text(self.typed(value, self.column_type(column)))
+        found = self.holders(column, [text])
+        return {"column": column, "value": text, "partitions": sorted(found.get(text, {})),
+                "frequency_by_partition": dict(sorted(found.get(text, {}).items()))}
+
+    def holders(self, column: str, texts: list[str]) -> dict[str, dict[str, int]]:
+        """value text -> partition path -> frequency, for the values (canonical texts) that
+        some partition holds."""
+        if column not in self.manifest.get("value_index", []):
+            self.column_type(column)
+            raise StatisticsNotFound(
+                f"column {column!r} has no value index in version {self.version} (compute "
+                f"--value-index {column}; 'auto' indexes only low-distinct columns)")
+        rows = value_index.read(self.version_dir(), column, texts)
+        paths = None
+        out = {}
+        for row in rows.to_pylist():
+            if row["partitions"] is None:         # dense: counts in the index's path order
+                if paths is None:
+                    paths = self.partition_index([], ["path"])["path"].to_pylist()
+                out[row["value"]] = {p: f for p, f in zip(paths, row["frequencies"]) if f}
+            else:
+                out[row["value"]] = dict(zip(row["partitions"], row["frequencies"]))
         return out
 
     def partitions(self) -> list[dict]:
@@ -216,10 +272,7 @@ class TableStatistics:
         rows = self.version_dir().read_parquet(RANKS, columns=["value", "rank", "count"],
                                                filters=pc.field("column") == column)
         typed = ty.from_text(rows["value"].to_pylist(), arrow_type)
-        try:
-            probe = ty.from_text([value], arrow_type)[0]
-        except (pa.ArrowInvalid, ValueError) as e:
-            raise StatisticsNotFound(f"{value!r} is not a {arrow_type} value ({e})") from None
+        probe = self.typed(value, arrow_type)
         texts = rows["value"].to_pylist()
         canonical = ty.scalar_text(probe)
         if canonical in texts:

@@ -18,17 +18,18 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from algorithms.frequencies import delta
+from algorithms.frequencies import delta, value_index
 from algorithms.frequencies import driver as frequencies
-from algorithms.partitions import reduce
+from algorithms.partitions import reduce, user_statistics
 from algorithms.partitions.driver import compute_partitions
 from core import histogram as hist
 from core import types as ty
+from core import udf
 from core.settings import Settings
 from fleet.fanout import Progress
 from fleet.invokers import Invoker
 from fleet.windows import reduction_started
-from metastore import files, index, membership
+from metastore import files, histograms, index, membership
 from metastore.layout import HISTOGRAMS, STATISTICS, Layout
 from metastore.manifest import read_manifest, write_manifest
 from metastore.store import DataFile, Store
@@ -50,6 +51,8 @@ class Report:
     failed: dict[str, str] = field(default_factory=dict)
     retries: int = 0
     frequencies: dict[str, dict] = field(default_factory=dict)   # column -> algorithm, bytes
+    # user-defined statistics that failed on a computed partition (the others are published)
+    statistic_failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def as_json(self) -> dict:
@@ -57,7 +60,9 @@ class Report:
                 "row_count": self.row_count, "computed": self.computed, "reused": self.reused,
                 "removed": self.removed, "failed": len(self.failed),
                 "failures": self.failed, "retries": self.retries,
-                "frequencies": self.frequencies, "seconds": round(self.seconds, 3)}
+                "frequencies": self.frequencies,
+                "statistic_failures": self.statistic_failures,
+                "seconds": round(self.seconds, 3)}
 
 
 class ComputeFailed(Exception):
@@ -99,6 +104,7 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
     """A new version of the table's statistics, computing only what changed. Needs
     settings.redis_url."""
     started = time.monotonic()
+    udf.load(settings.partition.statistics)      # a plugin that does not load fails here
     layout = Layout.of_table(table_uri, stats_root)
     report = Report(table_uri)
     data_files = {f.rel_path: f for f in Store(table_uri).list_files()}
@@ -219,11 +225,13 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
 
 
 def _index(layout: Layout, version: str, previous: _Previous | None, removed: set[str],
-           added: list[DataFile], settings: Settings
+           added: list[DataFile], settings: Settings, report: Report
            ) -> tuple[pa.Table, pa.Schema, list[tuple[DataFile, pa.Schema]]]:
-    """The version's partition index and table schema, and the added partitions' schemas.
-    Added partitions are read INDEX_BATCH at a time, so that memory holds one batch's
-    statistics whatever the number of partitions."""
+    """The version's partition index and table schema, and the added partitions' schemas;
+    the user-defined statistics that failed on them go to the report. Added partitions are
+    read INDEX_BATCH at a time, so that memory holds one batch's statistics whatever the
+    number of partitions."""
+    plugins = {s.name: s.plugin for s in udf.load(settings.partition.statistics)}
     new_index = index.without(previous.index, removed) if previous else None
     index_schema = previous.schema if previous else None
     known = index.schemas(new_index) if previous else []
@@ -231,6 +239,11 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
     for start in range(0, max(len(added), 1), INDEX_BATCH):
         batch = added[start:start + INDEX_BATCH]
         stats = list(zip(batch, _statistics(layout, batch)))
+        report.statistic_failures += [
+            f"statistic {name} (plugin {plugins.get(name, '?')}) failed on {f.rel_path}, "
+            f"column {column!r}: {error}"
+            for f, s in stats for name, failed in files.statistic_errors(s).items()
+            for column, error in failed.items()]
         schemas = [(f, files.data_schema_of(s)) for f, s in stats]
         added_schemas += schemas
         known += [(f.rel_path, s) for f, s in schemas]
@@ -255,16 +268,31 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
     out = layout.version(version)
     try:
         new_index, table_schema, added_schemas = _index(layout, version, previous, removed,
-                                                        added, settings)
+                                                        added, settings, report)
         table_stats, sketches_stale = _summarize(layout, new_index, table_schema, good, added,
                                                  removed, previous, settings)
         rows = table_stats.statistics.to_pylist()
         lists = _frequencies(layout, previous, new_index, table_stats.schema, rows,
                              added_schemas, removed, good, version, report, settings, invoker,
                              progress)
-        statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count)
+        plugins = udf.load(settings.partition.statistics)
+        plugin_rows, plugin_errors = user_statistics.reduce(
+            plugins, table_stats.schema, new_index, previous and user_statistics.Previous(
+                previous.statistics, previous.index, previous.schema,
+                {f.rel_path for f in added}, removed))
+        for row, extra in zip(rows, plugin_rows):
+            row.update(extra)
+        indexed = value_index.columns(settings.value_index, rows)
+        if indexed:
+            value_index.build(out, indexed, new_index, table_stats.schema,
+                              lambda p: layout.partition(p, good[p].fingerprint),
+                              previous and (previous.directory, previous.index["path"].combine_chunks(),
+                                            previous.manifest.get("value_index", [])),
+                              {f.rel_path for f in added}, removed)
+        statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count,
+                                            plugins, plugin_errors)
         index.write(out, new_index)
-        out.write_parquet(table_stats.histograms, HISTOGRAMS)
+        histograms.write(out, table_stats.histograms)
         out.write_parquet(statistics, STATISTICS, row_group_size=files.STATISTICS_ROW_GROUP)
         write_manifest(layout, {
             "version": version, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -272,7 +300,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             "partition_count": new_index.num_rows,
             "schema": files.encode_schema(table_stats.schema),
             "missing": dict(report.failed), "settings": settings.recorded(),
-            "frequency_lists": lists, "sketches_stale": sketches_stale})
+            "frequency_lists": lists, "sketches_stale": sketches_stale,
+            "value_index": indexed})
         published, other = publish.swap(layout, settings.redis_url, version)
     except BaseException:
         out.delete_dir()                         # never published: nothing refers to it

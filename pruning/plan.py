@@ -24,6 +24,7 @@ import pyarrow as pa
 from core import types as ty
 from core.binning import edge_type
 from metastore import files
+from metastore.histograms import histogram_bins
 from metastore.layout import HISTOGRAMS
 from metastore.reader import TableStatistics
 from pruning.batch import evaluate_all
@@ -103,7 +104,7 @@ def _certain_rows(p: Candidate, node, stats: TableStatistics, schema: pa.Schema)
         histograms = p.directory.read_parquet(HISTOGRAMS)
         if column not in histograms.column_names:          # no values in this partition
             return 0
-        bins = files.histogram_bins(histograms, column)
+        bins = histogram_bins(histograms, column)
         edges = ty.from_text([x for b in bins for x in (b["lower"], b["upper"])],
                              edge_type(arrow_type)).to_pylist()
         cells = [(edges[2 * i], edges[2 * i + 1], b["count"]) for i, b in enumerate(bins)]

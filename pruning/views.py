@@ -1,6 +1,7 @@
 """The partitions as a query plan sees them: one read of the version's partition index (the
-columns the query names), typed ranges per partition, and membership tests from the index's
-value sets, or from Bloom filter packs read when a predicate first asks about a column."""
+columns the query names), typed ranges per partition, and membership tests from the version's
+value index, the index's value sets, or Bloom filter packs read when a predicate first asks
+about a column."""
 from __future__ import annotations
 
 import datetime as dt
@@ -93,7 +94,13 @@ def _member_all(parts: list[Candidate], table_schema: pa.Schema, blooms: _Blooms
             return None
         texts, hashes = found
         wanted = set(texts.to_pylist())
+        holders = blooms.holders(column, texts)
         out = np.ones(asked.size, bool)
+        if holders is not None:              # the value index knows, for every partition
+            for j, i in enumerate(asked.tolist()):
+                if column in parts[i].view.stats:
+                    out[j] = parts[i].path in holders
+            return out
         probed = []
         for j, i in enumerate(asked.tolist()):
             part = parts[i]
@@ -143,6 +150,7 @@ class _Blooms:
 
     def __init__(self, stats: TableStatistics, per_column: dict[str, list[dict | None]]):
         self.stats, self.per_column, self.read, self.asked = stats, per_column, {}, {}
+        self.found: dict[tuple, dict] = {}
 
     def texts(self, column: str, arrow_type: pa.DataType, values: list):
         """(canonical texts, hashes) of values of a column, or None if they are not its."""
@@ -154,6 +162,17 @@ class _Blooms:
             except (pa.ArrowException, TypeError, ValueError):
                 self.asked[key] = None
         return self.asked[key]
+
+    def holders(self, column: str, texts: pa.Array, each: bool = False):
+        """From the version's value index, when it indexes the column: the paths of the
+        partitions holding any of the values (each=True: per value text, its paths)."""
+        if column not in self.stats.manifest.get("value_index", []):
+            return None
+        key = (column, tuple(texts.to_pylist()))
+        if key not in self.found:
+            self.found[key] = self.stats.holders(column, list(key[1]))
+        found = self.found[key]
+        return found if each else set().union(*found.values()) if found else set()
 
     def of(self, column: str, i: int) -> bytes:
         if column not in self.read:
@@ -179,6 +198,9 @@ def _membership(candidate: Candidate, i: int, table_schema: pa.Schema, held: dic
         if asked is None:
             return None
         texts, hashes = asked
+        holders = blooms.holders(column, texts, each=True)
+        if holders is not None:
+            return [candidate.path in holders.get(t, ()) for t in texts.to_pylist()]
         if candidate.values(column) is not None:
             present = pa.array([v["value"] for v in candidate.values(column)], pa.string())
         elif candidate.has_bloom(column):

@@ -17,7 +17,7 @@ import numpy as np
 from core import histogram as hist
 from core import types as ty
 from core.binning import binning_values
-from metastore import files
+from metastore import histograms
 from metastore.layout import Layout
 from metastore.reader import TableStatistics
 from metastore.store import Store
@@ -151,7 +151,7 @@ def _equi_height(stats: TableStatistics, row: dict, num_bins: int):
             values = binning_values(typed).astype(np.float64)
         return eqh.from_frequencies(_spark_domain(values, arrow_type),
                                     freq["frequency"].to_numpy(), num_bins)
-    h = files.read_histogram(stats.histogram_table(column), column)
+    h = histograms.read_histogram(stats.histogram_table(column), column)
     if h is None or h.counts.size == 0:
         return None
     lowers, uppers = (np.array(e, dtype=np.float64) for e in hist.edges(h))

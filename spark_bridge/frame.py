@@ -15,7 +15,9 @@ def statistics_frame(spark, table_uri: str, *, stats_root: str | None = None):
     parts = [_tagged(stats.statistics(sketches=False), "table", None)]
     for path in (p["path"] for p in stats.partitions()):
         parts.append(_tagged(stats.statistics(partition=path, sketches=False), "partition", path))
-    return spark.createDataFrame(pa.concat_tables(parts).replace_schema_metadata(None))
+    # files written before a user-defined statistic existed lack its column
+    return spark.createDataFrame(pa.concat_tables(parts, promote_options="permissive")
+                                 .replace_schema_metadata(None))
 
 
 def _tagged(table: pa.Table, level: str, partition: str | None) -> pa.Table:

@@ -59,10 +59,13 @@ def invoker(s3_endpoint):
         yield inv
 
 
-def settings_with(redis_url: str, max_bins: int | None = None, **changes) -> Settings:
-    """Settings on the shared Redis; max_bins goes to the partition settings, the rest (e.g.
-    frequencies=FrequencySettings(...), allow_partial, timeout) to Settings."""
-    partition = PartitionSettings(max_bins=max_bins) if max_bins else PartitionSettings()
+def settings_with(redis_url: str, max_bins: int | None = None, statistics: tuple = (),
+                  **changes) -> Settings:
+    """Settings on the shared Redis; max_bins and statistics (plugins) go to the partition
+    settings, the rest (e.g. frequencies=FrequencySettings(...), allow_partial, timeout) to
+    Settings."""
+    partition = PartitionSettings(statistics=tuple(statistics),
+                                  **({"max_bins": max_bins} if max_bins else {}))
     return Settings(redis_url=redis_url, partition=partition, **changes)
 
 

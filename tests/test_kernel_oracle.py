@@ -19,8 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from algorithms.partitions import kernel as partition
+from core import binning
 from core import types as ty
-from metastore import files
+from metastore import histograms
 from metastore.reader import TableStatistics
 from metastore.store import Store
 from tests.tables import write
@@ -172,7 +173,7 @@ def check_histogram(bins: list[dict], column: pa.ChunkedArray, t: pa.DataType, m
     assert len(finite_bins) <= max_bins
     closed = ty.kind_of(t) in (ty.INTEGER, ty.TEMPORAL)
     as_number = {ty.DECIMAL: float, ty.FLOAT: float}.get(ty.kind_of(t))
-    edge_type = files.edge_type(t)
+    edge_type = binning.edge_type(t)
     for b in bins:
         lo, hi = parsed(b["lower"], edge_type), parsed(b["upper"], edge_type)
         inside = [v for v in values if (as_number(v) if as_number else v) is not None
@@ -208,7 +209,7 @@ def test_partition_statistics_match_the_oracle(table):
                                                                  field.name))
                 check_frequencies(freq, data[field.name], field.type)
             if field.name in stats.histograms.column_names:
-                check_histogram(files.histogram_bins(stats.histograms, field.name),
+                check_histogram(histograms.histogram_bins(stats.histograms, field.name),
                                 data[field.name], field.type, 1000)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from algorithms.partitions import kernel as partition
 from core.settings import FrequencySettings, PartitionSettings
-from metastore import files
+from metastore import files, histograms
 from metastore.reader import TableStatistics
 from metastore.store import Store
 from tests.oracle import (check_everything, check_frequencies, check_histogram, check_row, duck,
@@ -80,7 +80,7 @@ def test_table_histogram_is_the_single_file_histogram(tmp_path, run, max_bins):
     single_rows = {r["column"]: r for r in kernel.statistics.to_pylist()}
     for field in whole.schema:
         merged = ts.histogram(field.name)
-        assert merged == files.histogram_bins(kernel.histograms, field.name), field.name
+        assert merged == histograms.histogram_bins(kernel.histograms, field.name), field.name
         assert rows[field.name]["histogram_exponent"] == single_rows[field.name]["histogram_exponent"]
         values = python_values(whole[field.name])
         check_histogram(merged, rows[field.name]["histogram_exponent"], values, field.type,

@@ -137,6 +137,8 @@ def test_package_fits_in_lambda(tmp_path):
     assert size < LAMBDA_LIMIT_BYTES
     assert (out / "functions" / "lambda_handlers.py").exists() and (out / "pyarrow").is_dir()
     assert (out / "fleet" / "protocol.py").exists() and (out / "algorithms").is_dir()
-    # nothing the functions do not import: no CLI, Spark, pruning or local stack
+    # nothing the functions do not import: no CLI, Spark, pruning or local stack; of the
+    # command-line package only the plugins' import path (lakestats.udf)
     assert not [p.name for p in out.iterdir() if p.name.startswith(
-        ("pyspark", "lakestats", "spark_bridge", "pruning", "infra"))]
+        ("pyspark", "spark_bridge", "pruning", "infra"))]
+    assert sorted(p.name for p in (out / "lakestats").iterdir()) == ["__init__.py", "udf.py"]

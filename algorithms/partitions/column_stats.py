@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from core import hashing
 from core import histogram as hist
 from core import types as ty
+from core import udf
 from core.binning import binning_values
 from core.bloom import BloomFilter
 from core.counting import sum_by_value, value_counts
@@ -24,7 +25,7 @@ class ColumnStats:
     counts (for frequencies.parquet) and the histogram."""
 
     def __init__(self, name: str, arrow_type: pa.DataType, max_bins: int,
-                 bloom_min_distinct: int):
+                 bloom_min_distinct: int, statistics: tuple[udf.Statistic, ...] = ()):
         self.name, self.type = name, arrow_type
         self.kind = ty.kind_of(arrow_type)
         self.max_bins, self.bloom_min_distinct = max_bins, bloom_min_distinct
@@ -37,15 +38,22 @@ class ColumnStats:
         self.lengths = [None, None, 0]         # min, max, total
         self.histograms: list[hist.Histogram | None] = []
         self.kll = ds.kll_doubles_sketch(KLL_K)
+        self.plugins = udf.Accumulator(statistics, arrow_type)
 
     def add(self, arr: pa.Array) -> None:
         self.row_count += len(arr)
         self.null_count += arr.null_count
-        if self.kind == ty.OTHER or arr.null_count == len(arr):
+        if arr.null_count == len(arr):
+            return
+        if self.kind == ty.OTHER:
+            if self.plugins.statistics:
+                self.plugins.add(arr.drop_null())
             return
         values = ty.normalize(arr)      # first: Arrow cannot filter view types (string_view)
         if values.null_count:
             values = values.drop_null()
+        if self.plugins.statistics:
+            self.plugins.add(values)
         self.value_counts.append(value_counts(values))
         if self.kind == ty.FLOAT:
             nan = pc.is_nan(values)
@@ -86,7 +94,7 @@ class ColumnStats:
 
     def finish(self) -> tuple[dict, pa.Table | None, hist.Histogram | None]:
         row = {"column": self.name, "type": str(self.type), "row_count": self.row_count,
-               "null_count": self.null_count}
+               "null_count": self.null_count, **self.plugins.row()}
         if self.kind == ty.OTHER:
             return row, None, None
         counts = self._merged_value_counts()

@@ -22,7 +22,8 @@ def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[
     `on_done` sees each file whose statistics are written, as soon as they are."""
     events = [StepEvent(PARTITION_STATISTICS, f.rel_path, PartitionTask(
         table, f.rel_path, f.fingerprint, layout.partition(f.rel_path, f.fingerprint).uri,
-        settings.partition.max_bins, settings.partition.bloom_min_distinct)) for f in todo]
+        settings.partition.max_bins, settings.partition.bloom_min_distinct,
+        settings.partition.statistics)) for f in todo]
 
     def arrived(i: int, result) -> None:
         if result.status == "ok" and on_done:

@@ -14,9 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from algorithms.partitions.column_stats import ColumnStats
+from core import udf
 from core.settings import PartitionSettings
-from metastore import files
-from metastore.layout import HISTOGRAMS, STATISTICS
+from metastore import files, histograms
+from metastore.layout import STATISTICS
 from metastore.store import Store
 
 
@@ -49,19 +50,24 @@ def compute(table: Store, rel_path: str,
         raise PartitionError(f"{rel_path}: not readable ({e})") from e
     except pa.ArrowInvalid as e:
         raise PartitionError(f"{rel_path}: not a readable Parquet file ({e})") from e
-    rows, frequencies, histograms = [], [], []
+    statistics = udf.load(settings.statistics)
+    rows, frequencies, binned, failed = [], [], [], {}
     for batch in _column_batches(parquet, data_schema):
         fields = [data_schema.field(k) for k in batch]
-        for field, (row, counts, histogram) in _columns(parquet, fields, settings, rel_path):
+        for field, (row, counts, histogram, errors) in _columns(parquet, fields, settings,
+                                                                 statistics, rel_path):
             rows.append(row)
+            for name, error in errors.items():
+                failed.setdefault(name, {})[field.name] = error
             if counts is not None:
                 frequencies.append((field.name, counts))
             if histogram is not None:
-                histograms.append((field.name, field.type, histogram))
+                binned.append((field.name, field.type, histogram))
     row_count = parquet.metadata.num_rows
-    return PartitionStats(files.statistics_table(rows, data_schema, row_count),
+    return PartitionStats(files.statistics_table(rows, data_schema, row_count, statistics,
+                                                 failed),
                           files.frequencies_table(frequencies),
-                          files.histograms_table(histograms), row_count)
+                          histograms.histograms_table(binned), row_count)
 
 
 def _column_batches(parquet: pq.ParquetFile, data_schema: pa.Schema) -> Iterator[list[int]]:
@@ -97,10 +103,12 @@ def _top_level(path: str, top: dict[str, int]) -> int:
 
 
 def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: PartitionSettings,
-             rel_path: str) -> Iterator[tuple[pa.Field, tuple]]:
-    """Each of the fields with its statistics row, value counts and histogram."""
-    stats = [ColumnStats(f.name, f.type, settings.max_bins, settings.bloom_min_distinct)
-             for f in fields]
+             statistics: list[udf.Statistic], rel_path: str
+             ) -> Iterator[tuple[pa.Field, tuple]]:
+    """Each of the fields with its statistics row, value counts, histogram and the errors
+    of user-defined statistics."""
+    stats = [ColumnStats(f.name, f.type, settings.max_bins, settings.bloom_min_distinct,
+                         statistics) for f in fields]
     field = None
     try:        # not OSError: retried
         for group in range(parquet.num_row_groups):
@@ -109,11 +117,11 @@ def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: Partitio
             for field, column, chunk in zip(fields, stats, table.columns):
                 column.add(chunk.combine_chunks())
         for field, column in zip(fields, stats):
-            yield field, column.finish()
+            yield field, (*column.finish(), column.plugins.errors)
     except (pa.ArrowException, ValueError, OverflowError) as e:
         if field is None and len(fields) > 1:       # read alone, a bad column names itself
             for f in fields:
-                yield from _columns(parquet, [f], settings, rel_path)
+                yield from _columns(parquet, [f], settings, statistics, rel_path)
             return
         where = f"column {field.name!r}" if field else f"column {fields[0].name!r}"
         raise PartitionError(f"{rel_path}: {where}: {e}") from e
@@ -122,5 +130,5 @@ def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: Partitio
 def write(stats: PartitionStats, out: Store) -> None:
     """statistics.parquet goes last: its presence marks the directory complete."""
     files.write_frequencies(out, stats.frequencies)
-    out.write_parquet(stats.histograms, HISTOGRAMS)
+    histograms.write(out, stats.histograms)
     out.write_parquet(stats.statistics, STATISTICS)

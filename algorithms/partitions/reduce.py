@@ -29,6 +29,7 @@ from core import schema
 from core import types as ty
 from core.binning import binning_values
 from metastore import files
+from metastore.histograms import histograms_table, read_histograms
 from metastore.layout import HISTOGRAMS, STATISTICS
 from metastore.store import Store
 
@@ -119,14 +120,14 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
     for stats, histograms in itertools.chain([base] if base else [], added):
         rows = {r["column"]: r for r in stats.select(
             ["column", *schema.SKETCH_NAMES[:2]]).to_pylist()}
-        binned = files.read_histograms(histograms)
+        binned = read_histograms(histograms)
         for f in table:
             fold = folded[f.name]
             if f.name in rows:
                 fold.sketches(rows[f.name])
             if ty.kind_of(f.type) in ty.BINNED_KINDS:
                 fold.histogram(binned.get(f.name), max_bins)
-    removed = [files.read_histograms(h) for h in removed]
+    removed = [read_histograms(h) for h in removed]
     out, histograms = [], []
     for k, field in enumerate(table):
         struct = index[schema.index_column_name(k)].combine_chunks()
@@ -141,7 +142,7 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
                 histograms.append((field.name, field.type, merged))
         out.append(row)
     return TableStats(table, total_rows, files.statistics_table(out, table, total_rows),
-                      files.histograms_table(histograms))
+                      histograms_table(histograms))
 
 
 def _binned_range(struct: pa.StructArray) -> tuple | None:

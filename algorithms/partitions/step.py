@@ -12,7 +12,7 @@ def partition_statistics(event: StepEvent) -> PartitionResult:
     """Bad data fails the partition for good (status failed, not retried); other errors
     raise, and the fan-out retries them."""
     task: PartitionTask = event.task
-    settings = PartitionSettings(task.max_bins, task.bloom_min_distinct)
+    settings = PartitionSettings(task.max_bins, task.bloom_min_distinct, task.statistics)
     try:
         stats = kernel.compute(Store(task.table), task.rel_path, settings)
     except kernel.PartitionError as e:
@@ -40,4 +40,4 @@ def statistics_of_object(table: str, rel_path: str, layout: Layout,
         return PartitionResult(rel_path, data_file.fingerprint, "ok", reused=True)
     return partition_statistics(StepEvent(PARTITION_STATISTICS, rel_path, PartitionTask(
         table, rel_path, data_file.fingerprint, out.uri, settings.max_bins,
-        settings.bloom_min_distinct)))
+        settings.bloom_min_distinct, settings.statistics)))

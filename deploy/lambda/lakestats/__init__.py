@@ -1,0 +1,1 @@
+../../../lakestats/__init__.py

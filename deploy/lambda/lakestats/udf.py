@@ -1,0 +1,1 @@
+../../../lakestats/udf.py

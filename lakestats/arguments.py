@@ -1,0 +1,165 @@
+"""The `lakestats` command line's arguments: every command, flag and help text."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from core import settings as defaults
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def parse_args(self, args=None, namespace=None):
+        """`--range -10..30`: the value starts with a dash but is no option."""
+        args = list(sys.argv[1:] if args is None else args)
+        for i, arg in enumerate(args[:-1]):
+            if arg == "--range":
+                args[i:i + 2] = [f"--range={args[i + 1]}"]
+                break
+        return super().parse_args(args, namespace)
+
+    def error(self, message: str):
+        """Usage errors are one line too, like every other error."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="lakestats",
+        description="Exact column statistics for tables of Parquet files (local or s3://).")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def table_command(name, help_text):
+        c = sub.add_parser(name, help=help_text, description=help_text)
+        c.add_argument("table", metavar="TABLE",
+                       help="a local directory or s3://bucket/prefix of Parquet files")
+        c.add_argument("--stats-root", metavar="URI",
+                       help="where statistics live (default: TABLE/_lakestats)")
+        c.add_argument("--json", action="store_true", help="machine-readable output")
+        return c
+
+    c = table_command("compute", "compute (incrementally) and publish the table's statistics")
+    c.add_argument("--bins", type=int,
+                   help=f"histogram bins (default {defaults.DEFAULT_BINS}, or $LAKESTATS_BINS)")
+    c.add_argument("--frequency-algorithm", choices=["auto", *defaults.FREQUENCY_ALGORITHMS],
+                   help="how exact table-level frequencies are reduced (default: auto, chosen "
+                        "per column from the partitions' counts)")
+    c.add_argument("--low-distinct-max", type=int, metavar="N",
+                   help="auto: low-distinct when the partitions' distinct counts sum to at most "
+                        f"N (default {defaults.LOW_DISTINCT_MAX})")
+    c.add_argument("--low-duplicate-max", type=int, metavar="N",
+                   help="auto: low-duplicate when at most N values can repeat "
+                        f"(default {defaults.LOW_DUPLICATE_MAX})")
+    c.add_argument("--exact", action="store_true",
+                   help="make every table-level distinct count and frequency list exact now: "
+                        "lists too large to merge with each new file otherwise wait for a "
+                        "compaction, marked with the version they last described")
+    c.add_argument("--all-values", action="store_true",
+                   help="list values seen once too, also for near-unique columns")
+    c.add_argument("--bloom-min-distinct", type=int, metavar="N",
+                   help="write a partition Bloom filter for columns with more than N distinct "
+                        f"values in the partition (default {defaults.BLOOM_MIN_DISTINCT})")
+    c.add_argument("--allow-partial", action="store_true",
+                   help="publish over the good partitions when some files fail; "
+                        "the missing ones are recorded")
+    c.add_argument("--workers", type=int, help="concurrent workers (default: CPU count)")
+    c.add_argument("--invoker", choices=["local", "lambda", "spark"], default="local",
+                   help="local worker processes (default), AWS Lambda, or Spark tasks "
+                        "(the active or a local SparkSession; SPARK_MASTER picks the master)")
+    c.add_argument("--function-name",
+                   help="the steps function for --invoker lambda (default: "
+                        "$LAKESTATS_STEPS_FUNCTION)")
+    c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
+    c.add_argument("--max-attempts", type=int, metavar="N",
+                   help=f"attempts per call of a step (default {defaults.MAX_ATTEMPTS})")
+    c.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="a call of any step (a partition, a frequency or sort step) running "
+                        "longer is stopped and retried; on Lambda and Spark, which cannot stop "
+                        "one call, it is left running and retried "
+                        f"(default {defaults.TIMEOUT_SECONDS:g})")
+    c.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    c.add_argument("--ranks", metavar="COL[,COL...]",
+                   help="also compute exact ranks (ranks.parquet) of these columns")
+    c.add_argument("--statistics", metavar="PLUGIN[,PLUGIN...]",
+                   help="user-defined statistics: a module name, a .py file or an entry-point "
+                        "group (e.g. lakestats.statistics) of functions decorated with "
+                        "lakestats.udf.statistic (default: $LAKESTATS_STATISTICS); a change "
+                        "recomputes every partition")
+    c.add_argument("--value-index", metavar="COL[,COL...]",
+                   help="keep, for each value of these columns, the partitions holding it "
+                        "(lakestats where, and = / IN pruning); 'auto' stands for every "
+                        "low-distinct column, 'none' for none (default: auto)")
+
+    c = table_command("show", "show the table's (or one partition's) statistics")
+    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
+    c.add_argument("--columns", metavar="a,b", help="only these columns")
+
+    table_command("partitions", "list the partitions of the published version")
+
+    c = table_command("histogram", "show a column's histogram")
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
+    c.add_argument("--rows", type=int, default=24, help="bars to draw (default 24)")
+    c.add_argument("--range", metavar="LOW..HIGH", dest="value_range",
+                   help="only the bins that overlap [LOW, HIGH], in the column's canonical "
+                        "text (e.g. -10..30, 1995-01-01..1995-12-31; LOW.. or ..HIGH leave "
+                        "an end open); reads only the row groups that hold them")
+
+    c = table_command("frequencies", "exact value frequencies of a column, most frequent first")
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("--top", type=int, metavar="K", help="only the K most frequent values")
+    c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
+
+    c = table_command("prune", "the data files a query must read (filter, LIMIT, top-k pruning)")
+    c.add_argument("--where", metavar="EXPR", help="a Spark SQL boolean expression")
+    c.add_argument("--limit", type=int, metavar="K", help="the query's LIMIT")
+    c.add_argument("--order-by", metavar="'COL [ASC|DESC]'", help="the query's ORDER BY")
+
+    c = table_command("where", "the partitions that hold VALUE in COLUMN, with its frequency "
+                      "in each, from the table's value index")
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("value", metavar="VALUE", help="canonical text, e.g. 1995-01-01 or 12.50 "
+                   "(after -- if it starts with a dash: where T c -- -5)")
+
+    def sort_options(c):
+        c.add_argument("--workers", type=int, help="concurrent workers for the distributed sort")
+        c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
+
+    c = table_command("quantiles", "quantiles of a column: from sketches, or exact (--exact)")
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("q", metavar="Q", type=float, nargs="+", help="fractions in [0, 1]")
+    c.add_argument("--exact", action="store_true",
+                   help="percentile_disc from exact ranks (computed on the spot if missing)")
+    sort_options(c)
+
+    c = table_command("rank", "how many non-null values are smaller than VALUE, and its count")
+    c.add_argument("column", metavar="COLUMN")
+    c.add_argument("value", metavar="VALUE", help="canonical text, e.g. 1995-01-01 or 12.50")
+    sort_options(c)
+
+    c = sub.add_parser("watch", help="run the serverless event flow locally: consume S3 "
+                       "notifications from SQS, compute statistics, publish table versions",
+                       description="Long-polls an SQS queue fed by S3 notifications (moto's "
+                       "server, localstack via AWS_ENDPOINT_URL, or AWS) and runs the Lambda "
+                       "handlers on the same SQS event payloads.")
+    c.add_argument("--queue", required=True, metavar="SQS_URL")
+    c.add_argument("--tables", metavar="s3://b/prefix[,...]",
+                   help="table roots to maintain (default: $LAKESTATS_TABLES)")
+    c.add_argument("--window", type=float, default=2.0, metavar="SECONDS",
+                   help="coalesce a table's changes for this long before reducing (default 2)")
+    c.add_argument("--visibility", type=int, default=120, metavar="SECONDS",
+                   help="a message being handled stays invisible this long; if the watcher "
+                        "dies it comes back after it (default 120)")
+    c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
+
+    c = sub.add_parser("local", help="start or stop the local stack (moto S3+SQS, Redis)")
+    c.add_argument("action", choices=["up", "down"])
+    c.add_argument("--bucket", help="with up: create this bucket with notifications to a queue")
+
+    c = sub.add_parser("demo", help="generate a TPC-H table, compute and show its statistics")
+    c.add_argument("--dir", default=".demo", help="where the sample table goes (default .demo)")
+    c.add_argument("--scale", type=float, default=0.25,
+                   help="TPC-H scale factor (default 0.25: 1.5M lineitem rows)")
+    c.add_argument("--parts", type=int, default=12, help="files to split lineitem into")
+    return p

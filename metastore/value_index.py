@@ -1,0 +1,159 @@
+"""value_index.parquet (table level): for each value of the indexed columns, the partitions
+holding it and how often, so that "which partitions hold v?" reads one row group of one file.
+
+One row per (column, value), ordered by column (table order), then value bytes, in row groups
+of a bounded number of list entries, so a lookup reads the group that its column's and value's
+row-group statistics point to:
+
+  column       string         the table column
+  value        string         canonical text of the value
+  frequency    int64          its rows in the table
+  partitions   list<string>   sparse rows: the partitions (data files) holding it, in path
+                              order; null for dense rows
+  frequencies  list<int64>    sparse rows: its rows in each of `partitions`; dense rows (the
+                              value is in most partitions): one count per partition of the
+                              version's partition index, in its (path) order, 0 where absent
+"""
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from metastore.layout import VALUE_INDEX
+
+if TYPE_CHECKING:
+    from metastore.store import Store
+
+SCHEMA = pa.schema([("column", pa.string()), ("value", pa.string()), ("frequency", pa.int64()),
+                    ("partitions", pa.list_(pa.string())), ("frequencies", pa.list_(pa.int64()))])
+# list entries and rows per row group, at most: a lookup decodes one group, whatever the
+# number of partitions (a dense row of a table of P partitions holds P entries)
+GROUP_ENTRIES = 1 << 16
+GROUP_ROWS = 4_096
+
+
+def encode(column: str, entries: pa.Table, paths: pa.Array) -> pa.Table:
+    """A column's rows from its (value, path, frequency) entries, one per value and partition
+    holding it; `paths` are the version's partitions in index order."""
+    if entries.num_rows == 0:
+        return SCHEMA.empty_table()
+    entries = entries.sort_by([("value", "ascending"), ("path", "ascending")])
+    values = entries["value"].combine_chunks()
+    runs = pc.run_end_encode(values)
+    ends = runs.run_ends.to_numpy()
+    starts = np.concatenate([[0], ends[:-1]])
+    holders = ends - starts
+    counts = entries["frequency"].to_numpy()
+    totals = np.add.reduceat(counts, starts)
+    dense = holders * 2 > len(paths)
+    n = len(paths)
+    # sparse rows: their slices of the entries
+    sparse_rows = np.flatnonzero(~dense)
+    take = np.concatenate([np.arange(s, e) for s, e in zip(starts[sparse_rows], ends[sparse_rows])]) \
+        if sparse_rows.size else np.empty(0, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(holders[sparse_rows])]).astype(np.int32)
+    sparse = pa.table({
+        "column": pa.repeat(pa.scalar(column), sparse_rows.size),
+        "value": runs.values.take(pa.array(sparse_rows)),
+        "frequency": totals[sparse_rows],
+        "partitions": pa.ListArray.from_arrays(offsets, entries["path"].combine_chunks().take(take)),
+        "frequencies": pa.ListArray.from_arrays(offsets, pa.array(counts[take]))}, schema=SCHEMA)
+    dense_rows = np.flatnonzero(dense)
+    if not dense_rows.size:
+        return sparse
+    ordinal = pc.index_in(entries["path"], value_set=paths).to_numpy(zero_copy_only=False)
+    row_of = np.repeat(np.arange(len(starts)), holders)
+    which = np.searchsorted(dense_rows, row_of)
+    mine = dense[row_of]
+    grid = np.zeros((dense_rows.size, n), np.int64)
+    grid[which[mine], ordinal[mine]] = counts[mine]
+    dense_table = pa.table({
+        "column": pa.repeat(pa.scalar(column), dense_rows.size),
+        "value": runs.values.take(pa.array(dense_rows)),
+        "frequency": totals[dense_rows],
+        "partitions": pa.nulls(dense_rows.size, pa.list_(pa.string())),
+        "frequencies": pa.ListArray.from_arrays(
+            pa.array(np.arange(dense_rows.size + 1, dtype=np.int32) * n), pa.array(grid.ravel()))},
+        schema=SCHEMA)
+    return pa.concat_tables([sparse, dense_table]).sort_by("value")
+
+
+def entries(rows: pa.Table, paths: pa.Array) -> pa.Table:
+    """(value, path, frequency) of a column's rows (as `encode` wrote them over `paths`)."""
+    parts = []
+    for dense in (False, True):
+        chosen = rows.filter(pc.is_null(rows["partitions"]) if dense
+                             else pc.is_valid(rows["partitions"]))
+        if not chosen.num_rows:
+            continue
+        lists = chosen["frequencies"].combine_chunks()
+        counts = pc.list_flatten(lists).to_numpy()
+        parent = pc.list_parent_indices(lists).to_numpy()
+        if dense:
+            where = np.arange(len(counts)) % len(paths)
+            held = counts > 0
+            path = paths.take(pa.array(where[held]))
+            parent, counts = parent[held], counts[held]
+        else:
+            path = pc.list_flatten(chosen["partitions"].combine_chunks())
+        parts.append(pa.table({"value": chosen["value"].combine_chunks().take(pa.array(parent)),
+                               "path": path, "frequency": counts}))
+    if not parts:
+        return pa.table({"value": pa.array([], pa.string()), "path": pa.array([], pa.string()),
+                         "frequency": pa.array([], pa.int64())})
+    return pa.concat_tables(parts)
+
+
+def write(out: Store, tables: Iterator[pa.Table]) -> None:
+    """The columns' rows, in the order given, in row groups of up to GROUP_ENTRIES list entries
+    and GROUP_ROWS rows (the rows of columns with few values share groups)."""
+    with out.atomic_output(VALUE_INDEX) as sink, pq.ParquetWriter(
+            sink, SCHEMA, compression="zstd") as writer:
+        pending = SCHEMA.empty_table()
+        for table in tables:
+            pending = _write_full(writer, pa.concat_tables([pending, table]), final=False)
+        _write_full(writer, pending, final=True)
+
+
+def _write_full(writer: pq.ParquetWriter, table: pa.Table, final: bool) -> pa.Table:
+    """Writes the row groups that are full (all, if final); returns the rows left."""
+    ends = np.cumsum(pc.list_value_length(table["frequencies"]).to_numpy(zero_copy_only=False))
+    start = 0
+    while start < table.num_rows:
+        before = ends[start - 1] if start else 0
+        stop = int(np.searchsorted(ends, before + GROUP_ENTRIES, "right"))
+        stop = min(max(stop, start + 1), start + GROUP_ROWS)
+        if stop == table.num_rows and not final and ends[-1] - before < GROUP_ENTRIES \
+                and stop - start < GROUP_ROWS:
+            break                          # not full: waits for the next column's rows
+        writer.write_table(table.slice(start, stop - start), row_group_size=GROUP_ROWS)
+        start = stop
+    return table.slice(start)
+
+
+def read(directory: Store, column: str, values: list[str] | None = None) -> pa.Table:
+    """A column's rows (of `values` only, if given), from the row groups that may hold them."""
+    parquet = directory.open_parquet(VALUE_INDEX)
+    meta = parquet.metadata
+    wanted = sorted(values) if values is not None else None
+    groups = []
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        name, value = group.column(0).statistics, group.column(1).statistics
+        if name is not None and name.has_min_max and not name.min <= column <= name.max:
+            continue
+        if wanted is not None and value is not None and value.has_min_max:
+            first = bisect.bisect_left(wanted, value.min)
+            if first == len(wanted) or wanted[first] > value.max:
+                continue
+        groups.append(g)
+    rows = parquet.read_row_groups(groups) if groups else SCHEMA.empty_table()
+    keep = pc.equal(rows["column"], column)
+    if values is not None:
+        keep = pc.and_(keep, pc.is_in(rows["value"], pa.array(values, pa.string())))
+    return rows.filter(keep)
