@@ -94,11 +94,11 @@ class Settings:
             partition=PartitionSettings(
                 number("LAKESTATS_BINS", DEFAULT_BINS),
                 number("LAKESTATS_BLOOM_MIN_DISTINCT", BLOOM_MIN_DISTINCT),
-                _names(env.get("LAKESTATS_STATISTICS", ""))),
+                names(env.get("LAKESTATS_STATISTICS", ""))),
             frequencies=FrequencySettings(
                 low_distinct_max=number("LAKESTATS_LOW_DISTINCT_MAX", LOW_DISTINCT_MAX),
                 low_duplicate_max=number("LAKESTATS_LOW_DUPLICATE_MAX", LOW_DUPLICATE_MAX)),
-            value_index=_names(env.get("LAKESTATS_VALUE_INDEX") or "auto"),
+            value_index=names(env.get("LAKESTATS_VALUE_INDEX") or "auto"),
             redis_url=env.get("REDIS_URL") or None,
             steps_function=env.get("LAKESTATS_STEPS_FUNCTION") or env.get("LAKESTATS_FUNCTION")
             or None,
@@ -108,5 +108,6 @@ class Settings:
             reduce_queue_url=env.get("LAKESTATS_REDUCE_QUEUE_URL") or None)
 
 
-def _names(text: str) -> tuple[str, ...]:
+def names(text: str) -> tuple[str, ...]:
+    """A comma-separated list (a flag's or a variable's) as its names."""
     return tuple(n.strip() for n in text.split(",") if n.strip())

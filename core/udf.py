@@ -32,7 +32,6 @@ import pyarrow as pa
 
 from core.schema import STATISTIC_NAMES
 
-ENTRY_POINT_GROUP = "lakestats.statistics"
 STATE_SUFFIX = "__state"
 VALUE_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(),
                "bool": pa.bool_()}
@@ -269,11 +268,12 @@ def value_array(statistic: Statistic, values: list) -> pa.Array:
         array = pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         array = None
-    if array is None or not any(array.type == t for t in VALUE_TYPES.values()) \
-            and not pa.types.is_null(array.type):
-        return pa.array([v if v is None or isinstance(v, str) else json.dumps(v)
-                         for v in values], pa.string())
-    return array.cast(pa.string()) if pa.types.is_null(array.type) else array
+    if array is not None and pa.types.is_null(array.type):
+        return array.cast(pa.string())
+    if array is not None and array.type in VALUE_TYPES.values():
+        return array
+    return pa.array([v if v is None or isinstance(v, str) else json.dumps(v) for v in values],
+                    pa.string())
 
 
 # -- discovery

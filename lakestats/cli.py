@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from core.settings import Settings
+from core.settings import Settings, names
 from lakestats import arguments, lookup_process, render
 from lakestats.arguments import EXIT_USAGE
 
@@ -46,21 +46,16 @@ def _settings(args) -> Settings:
     if getattr(args, "statistics", None):    # files by absolute path: workers run elsewhere
         given["partition"]["statistics"] = tuple(
             os.path.abspath(spec) if spec.endswith(".py") else spec
-            for spec in _names(args.statistics))
+            for spec in names(args.statistics))
     if getattr(args, "value_index", None):
-        given[None]["value_index"] = _names(args.value_index)
+        given[None]["value_index"] = names(args.value_index)
     if getattr(args, "tables", None):
-        given[None]["tables"] = tuple(t.strip().rstrip("/") for t in args.tables.split(",")
-                                      if t.strip())
+        given[None]["tables"] = tuple(t.rstrip("/") for t in names(args.tables))
     settings = Settings.from_env(os.environ)
     return dataclasses.replace(
         settings, partition=dataclasses.replace(settings.partition, **given["partition"]),
         frequencies=dataclasses.replace(settings.frequencies, **given["frequencies"]),
         **given[None])
-
-
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
 def _stats_root(args) -> str:

@@ -66,12 +66,14 @@ def _column(rows: list[dict | None], field: pa.Field) -> pa.StructArray:
     return pa.StructArray.from_arrays(children, fields=list(struct), mask=absent)
 
 
-def plugin_states(index: pa.Table, k: int, name: str) -> tuple[pa.Array, pa.Array]:
-    """Of the index's column k and user-defined statistic `name`: the rows (positions) whose
-    partition holds a state, and the states (null where the statistic failed)."""
+def plugin_states(index: pa.Table, k: int) -> pa.Table:
+    """The user-defined statistics' states of the index's column k: (row, statistic, state),
+    one per partition (row position) and statistic with a state there; state null where the
+    statistic failed."""
     struct = index[schema.index_column_name(k)].combine_chunks()
     if struct.type.get_field_index("plugin_states") < 0 or not len(struct):
-        return pa.array([], pa.int64()), pa.array([], pa.binary())
+        return pa.table({"row": pa.array([], pa.int64()), "statistic": pa.array([], pa.string()),
+                         "state": pa.array([], pa.binary())})
     states = pc.struct_field(struct, "plugin_states")
     held = states.is_valid()
     entries = states.filter(held).cast(pa.list_(pa.struct([("key", pa.string()),
@@ -79,8 +81,8 @@ def plugin_states(index: pa.Table, k: int, name: str) -> tuple[pa.Array, pa.Arra
     flat = pc.list_flatten(entries)
     rows = np.flatnonzero(held.to_numpy(zero_copy_only=False))[
         pc.list_parent_indices(entries).to_numpy()]
-    hit = pc.equal(flat.field("key"), name)
-    return pa.array(rows, pa.int64()).filter(hit), flat.field("value").filter(hit)
+    return pa.table({"row": pa.array(rows, pa.int64()), "statistic": flat.field("key"),
+                     "state": flat.field("value")})
 
 
 def without(index: pa.Table, paths: set[str]) -> pa.Table:

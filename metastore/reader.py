@@ -191,7 +191,7 @@ class TableStatistics:
             raise StatisticsNotFound(
                 f"column {column!r} has no value index in version {self.version} (compute "
                 f"--value-index {column}; 'auto' indexes only low-distinct columns)")
-        rows = value_index.read(self.version_dir(), column, texts)
+        rows = value_index.read(value_index.open_file(self.version_dir()), column, texts)
         paths = None
         out = {}
         for row in rows.to_pylist():

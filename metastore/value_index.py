@@ -136,9 +136,12 @@ def _write_full(writer: pq.ParquetWriter, table: pa.Table, final: bool) -> pa.Ta
     return table.slice(start)
 
 
-def read(directory: Store, column: str, values: list[str] | None = None) -> pa.Table:
+def open_file(directory: Store) -> pq.ParquetFile:
+    return directory.open_parquet(VALUE_INDEX)
+
+
+def read(parquet: pq.ParquetFile, column: str, values: list[str] | None = None) -> pa.Table:
     """A column's rows (of `values` only, if given), from the row groups that may hold them."""
-    parquet = directory.open_parquet(VALUE_INDEX)
     meta = parquet.metadata
     wanted = sorted(values) if values is not None else None
     groups = []

@@ -97,9 +97,10 @@ def _member_all(parts: list[Candidate], table_schema: pa.Schema, blooms: _Blooms
         holders = blooms.holders(column, texts)
         out = np.ones(asked.size, bool)
         if holders is not None:              # the value index knows, for every partition
+            held = set().union(*holders.values())
             for j, i in enumerate(asked.tolist()):
                 if column in parts[i].view.stats:
-                    out[j] = parts[i].path in holders
+                    out[j] = parts[i].path in held
             return out
         probed = []
         for j, i in enumerate(asked.tolist()):
@@ -163,16 +164,15 @@ class _Blooms:
                 self.asked[key] = None
         return self.asked[key]
 
-    def holders(self, column: str, texts: pa.Array, each: bool = False):
-        """From the version's value index, when it indexes the column: the paths of the
-        partitions holding any of the values (each=True: per value text, its paths)."""
+    def holders(self, column: str, texts: pa.Array) -> dict[str, dict[str, int]] | None:
+        """From the version's value index, when it indexes the column: each value text's
+        partitions (TableStatistics.holders)."""
         if column not in self.stats.manifest.get("value_index", []):
             return None
         key = (column, tuple(texts.to_pylist()))
         if key not in self.found:
             self.found[key] = self.stats.holders(column, list(key[1]))
-        found = self.found[key]
-        return found if each else set().union(*found.values()) if found else set()
+        return self.found[key]
 
     def of(self, column: str, i: int) -> bytes:
         if column not in self.read:
@@ -198,7 +198,7 @@ def _membership(candidate: Candidate, i: int, table_schema: pa.Schema, held: dic
         if asked is None:
             return None
         texts, hashes = asked
-        holders = blooms.holders(column, texts, each=True)
+        holders = blooms.holders(column, texts)
         if holders is not None:
             return [candidate.path in holders.get(t, ()) for t in texts.to_pylist()]
         if candidate.values(column) is not None:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import schema
+from core.batching import runs
 from metastore import files, value_index
 from metastore.store import Store
 
@@ -43,6 +44,8 @@ def build(out: Store, indexed: list[str], new_index: pa.Table, table: pa.Schema,
 def _encoded(indexed, carried, new_index, table, paths, partition_dir, previous, added,
              removed) -> Iterator[pa.Table]:
     every = paths.to_pylist()
+    old_file = value_index.open_file(previous[0]) if carried else None     # its footer once
+    gone_paths = pa.array(sorted(removed), pa.string())
     for batch in _batches(indexed, carried, new_index, table, len(added)):
         wanted = {p: [c for c in batch if c not in carried or p in added] for p in every}
         lists = _frequency_lists(partition_dir, {p: c for p, c in wanted.items() if c})
@@ -50,9 +53,8 @@ def _encoded(indexed, carried, new_index, table, paths, partition_dir, previous,
             new = lists.filter(pc.equal(lists["column"], column)).select(
                 ["value", "path", "frequency"])
             if column in carried:
-                directory, old_paths, _ = previous
-                old = value_index.entries(value_index.read(directory, column), old_paths)
-                gone = pc.is_in(old["path"], pa.array(sorted(removed), pa.string()))
+                old = value_index.entries(value_index.read(old_file, column), previous[1])
+                gone = pc.is_in(old["path"], value_set=gone_paths)
                 new = pa.concat_tables([old.filter(pc.invert(gone)), new])
             yield value_index.encode(column, new, paths)
 
@@ -60,20 +62,13 @@ def _encoded(indexed, carried, new_index, table, paths, partition_dir, previous,
 def _batches(indexed: list[str], carried: set[str], new_index: pa.Table, table: pa.Schema,
              added: int) -> Iterator[list[str]]:
     """Columns in runs whose entries to read sum to about BATCH_ENTRIES."""
-    batch, held = [], 0
-    for column in indexed:
+    def entries(column: str) -> int:
         struct = new_index[schema.index_column_name(table.get_field_index(column))]
         distinct = pc.struct_field(struct.combine_chunks(), "distinct_count")
-        entries = int(pc.sum(distinct).as_py() or 0)
-        if column in carried:             # the added partitions' share, roughly
-            entries = entries * added // max(1, new_index.num_rows)
-        if batch and held + entries > BATCH_ENTRIES:
-            yield batch
-            batch, held = [], 0
-        batch.append(column)
-        held += entries
-    if batch:
-        yield batch
+        held = int(pc.sum(distinct).as_py() or 0)
+        # a carried column reads the added partitions' share only, roughly
+        return held * added // max(1, new_index.num_rows) if column in carried else held
+    return runs(((c, entries(c)) for c in indexed), BATCH_ENTRIES)
 
 
 def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, list[str]]

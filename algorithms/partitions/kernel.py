@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from algorithms.partitions.column_stats import ColumnStats
 from core import udf
+from core.batching import runs
 from core.settings import PartitionSettings
 from metastore import files, histograms
 from metastore.layout import STATISTICS
@@ -82,15 +83,7 @@ def _column_batches(parquet: pq.ParquetFile, data_schema: pa.Schema) -> Iterator
         group = meta.row_group(g)
         np.add.at(sizes, leaf_top, [group.column(j).total_uncompressed_size
                                     for j in range(meta.num_columns)])
-    batch, held = [], 0
-    for k, size in enumerate(sizes[:-1].tolist()):
-        if batch and held + size > READ_BATCH_BYTES:
-            yield batch
-            batch, held = [], 0
-        batch.append(k)
-        held += size
-    if batch:
-        yield batch
+    yield from runs(enumerate(sizes[:-1].tolist()), READ_BATCH_BYTES)
 
 
 def _top_level(path: str, top: dict[str, int]) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -34,26 +35,26 @@ def reduce(statistics: list[udf.Statistic], table: pa.Schema, new_index: pa.Tabl
     columns where it failed, with why (a partition's failure fails the table's value)."""
     rows: list[dict] = [{} for _ in table]
     errors: dict[str, dict[str, str]] = {}
-    base = _base(previous) if previous else {}
+    carry = _Carry(previous, new_index) if previous else None
     paths = new_index["path"]
     for k, field in enumerate(table):
-        for s in statistics:
-            if not s.applies(field.type):
-                continue
-            positions, states = index.plugin_states(new_index, k, s.name)
+        applying = [s for s in statistics if s.applies(field.type)]
+        held = index.plugin_states(new_index, k) if applying else None
+        for s in applying:
+            positions, states = _of(held, s.name)
             rows[k][s.name] = rows[k][udf.state_column(s.name)] = None
             if states.null_count:
-                failed = positions.filter(states.is_null())
+                failed = positions[np.asarray(states.is_null())]
                 errors.setdefault(s.name, {})[field.name] = (
-                    f"failed on {len(failed)} partition(s), first {paths[failed[0].as_py()]}")
+                    f"failed on {len(failed)} partition(s), first {paths[int(failed[0])]}")
                 continue
             if not len(states):
                 continue
             try:
                 try:
-                    if previous is None:
+                    if carry is None:
                         raise _Recompute
-                    state = _carried(s, field.name, base, previous, new_index, positions, states)
+                    state = carry.state(s, field.name, positions, states)
                 except _Recompute:
                     state = _fold(s, None, states.to_pylist())
                 rows[k][s.name] = s.value(state)
@@ -63,25 +64,31 @@ def reduce(statistics: list[udf.Statistic], table: pa.Schema, new_index: pa.Tabl
     return rows, errors
 
 
-def _base(previous: Previous) -> dict[str, dict[str, bytes | None]]:
-    """column -> statistic -> the previous version's state (None where it failed; absent
-    where the column had no values)."""
-    columns = previous.statistics["column"].to_pylist()
-    return dict(zip(columns, files.plugin_states(previous.statistics)))
+def _of(held: pa.Table, name: str) -> tuple[np.ndarray, pa.Array]:
+    """The row positions and states of one statistic."""
+    mine = held.filter(pc.equal(held["statistic"], name))
+    return mine["row"].to_numpy(), mine["state"].combine_chunks()
 
 
-def _carried(s: udf.Statistic, column: str, base: dict, previous: Previous,
-             new_index: pa.Table, positions: pa.Array, states: pa.Array) -> Any:
-    if column not in base or base[column].get(s.name, b"") is None:     # new, or failed
-        raise _Recompute
-    state = base[column].get(s.name)
-    state = None if state is None else s.decode(state)
-    k = previous.schema.get_field_index(column)
-    if previous.removed and k >= 0:
-        old_positions, old_states = index.plugin_states(previous.index, k, s.name)
-        gone = pc.is_in(previous.index["path"].take(old_positions),
-                        pa.array(sorted(previous.removed), pa.string()))
-        removed = old_states.filter(gone).to_pylist()
+class _Carry:
+    """The previous version's states, and which partitions came and went: computed once."""
+
+    def __init__(self, previous: Previous, new_index: pa.Table):
+        self.previous = previous
+        columns = previous.statistics["column"].to_pylist()
+        # column -> statistic -> state (None where it failed; absent where no values)
+        self.base = dict(zip(columns, files.plugin_states(previous.statistics)))
+        self.came = _flags(new_index, previous.added)
+        self.gone = _flags(previous.index, previous.removed)
+        self.gone_states: dict[int, pa.Table] = {}
+
+    def state(self, s: udf.Statistic, column: str, positions: np.ndarray,
+              states: pa.Array) -> Any:
+        if column not in self.base or self.base[column].get(s.name, b"") is None:  # new; failed
+            raise _Recompute
+        state = self.base[column].get(s.name)
+        state = None if state is None else s.decode(state)
+        removed = self._removed(s.name, column)
         if removed:
             if s.unmerge is None or None in removed:
                 raise _Recompute
@@ -90,9 +97,22 @@ def _carried(s: udf.Statistic, column: str, base: dict, previous: Previous,
                     state = s.checked(s.unmerge(state, s.decode(r)), "unmerge returned")
             except ArithmeticError:
                 raise _Recompute from None
-    came = pc.is_in(new_index["path"].take(positions),
-                    pa.array(sorted(previous.added), pa.string()))
-    return _fold(s, state, states.filter(came).to_pylist())
+        return _fold(s, state, states.filter(pa.array(self.came[positions])).to_pylist())
+
+    def _removed(self, name: str, column: str) -> list[bytes | None]:
+        """The removed partitions' states of the column."""
+        k = self.previous.schema.get_field_index(column)
+        if not self.gone.any() or k < 0:
+            return []
+        if k not in self.gone_states:
+            self.gone_states[k] = index.plugin_states(self.previous.index, k)
+        positions, states = _of(self.gone_states[k], name)
+        return states.filter(pa.array(self.gone[positions])).to_pylist()
+
+
+def _flags(table: pa.Table, paths: set[str]) -> np.ndarray:
+    """Per index row: whether its partition is one of `paths`."""
+    return np.asarray(pc.is_in(table["path"], value_set=pa.array(sorted(paths), pa.string())))
 
 
 def _fold(s: udf.Statistic, state: Any, encoded: list[bytes]) -> Any:
