@@ -28,7 +28,18 @@ $(SAM):
 	$(PYTHON) -m venv .venv-sam
 	.venv-sam/bin/pip install --quiet aws-sam-cli
 
-test: $(VENV)/.installed-test $(SAM)
+# localstack, for the serverless flow's test on localstack (the tests start it on a free port):
+# 4.13.1 is its last release for Python 3.11, and newer dependencies break it, so they are
+# resolved as of its release date, in a venv of its own
+LOCALSTACK := .localstack-venv/.installed
+$(LOCALSTACK):
+	$(PYTHON) -m venv .localstack-venv
+	.localstack-venv/bin/pip install --quiet uv
+	.localstack-venv/bin/uv pip install --quiet -p .localstack-venv/bin/python \
+		--exclude-newer 2026-02-03T00:00:00Z 'localstack-core[runtime]==4.13.1'
+	touch $@
+
+test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q tests
 
@@ -42,6 +53,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_latency.py
 	$(BIN)/python benchmarks/bench_freshness.py
 	$(BIN)/python benchmarks/bench_lookups.py
+	$(BIN)/python benchmarks/bench_scale.py
 
 clean:
-	rm -rf $(VENV) .venv-sam .demo
+	rm -rf $(VENV) .venv-sam .localstack-venv .demo

@@ -108,6 +108,8 @@ RANKS_SCHEMA = pa.schema([
 ])
 RANKS_ROW_GROUP = 16_384
 RANKED_COLUMNS_KEY = b"lakestats.ranked_columns"
+# a partition's statistics.parquet: the sizes of the files written before it, {name: bytes}
+SIBLING_SIZES_KEY = b"lakestats.file_sizes"
 
 
 # partitions.parquet (table level, one per version): the partition index, one row per partition

@@ -17,6 +17,7 @@ FREQUENCY_ALGORITHMS = ("low-distinct", "low-duplicate", "binned")
 MAX_ATTEMPTS = 3
 TIMEOUT_SECONDS = 900.0             # AWS Lambda's longest run
 REDUCE_WINDOW_SECONDS = 10.0
+LOCK_WAIT_SECONDS = 900.0           # a compute waits this long for another one of its table
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class Settings:
     tables: tuple[str, ...] = ()         # table roots whose object events are followed
     reduce_window: float = REDUCE_WINDOW_SECONDS   # changes coalesce this long into one version
     reduce_queue_url: str | None = None  # where delayed reduction requests go (AWS)
+    lock_wait: float = LOCK_WAIT_SECONDS  # wait for another compute of the table (0: fail)
     # columns whose values map to the partitions holding them ("auto": the low-distinct ones)
     value_index: tuple[str, ...] = ("auto",)
 
@@ -105,7 +107,8 @@ class Settings:
             spark_master=env.get("SPARK_MASTER") or None,
             tables=tuple(t.strip().rstrip("/") for t in tables if t.strip()),
             reduce_window=number("LAKESTATS_REDUCE_WINDOW_SECONDS", REDUCE_WINDOW_SECONDS, float),
-            reduce_queue_url=env.get("LAKESTATS_REDUCE_QUEUE_URL") or None)
+            reduce_queue_url=env.get("LAKESTATS_REDUCE_QUEUE_URL") or None,
+            lock_wait=number("LAKESTATS_LOCK_WAIT_SECONDS", LOCK_WAIT_SECONDS, float))
 
 
 def names(text: str) -> tuple[str, ...]:

@@ -82,7 +82,7 @@ class ObjectStoreExchange(Exchange):
 
 
 def _batches(store: Store, name: str) -> Iterator[pa.RecordBatch]:
-    with store.fs.open_input_stream(store.path(name)) as f:
+    with store.open_input(name) as f:
         yield from pa.ipc.open_stream(f)
 
 

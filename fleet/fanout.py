@@ -127,6 +127,8 @@ def fan_out(invoker: Invoker, scope: JobScope, events: list[StepEvent], *, max_a
             stopped = invoker.cancel(invocation)
             lost(pending.pop(invocation), f"timed out after {timeout:g} s"
                  + ("" if stopped else " (left running: it cannot be stopped)"))
+    if events:
+        scope.check(events[0].name)
     return outcomes
 
 

@@ -9,7 +9,7 @@ import uuid
 from fleet import protocol
 from fleet.connections import client
 from fleet.exchange import ObjectStoreExchange, RedisExchange
-from fleet.protocol import StepEvent
+from fleet.protocol import JobLost, StepEvent
 from metastore.layout import Layout
 
 
@@ -42,6 +42,15 @@ class Job:
         raw = self.r.hget(protocol.job_key(self.id, "results"), event.key)
         return json.loads(raw) if raw else None
 
+    def start(self) -> None:
+        self.r.set(protocol.job_key(self.id, "alive"), 1, ex=protocol.JOB_TTL_SECONDS)
+
+    def check(self, step: str) -> None:
+        """Raise JobLost if Redis no longer has the job's records, when `step` ended."""
+        if not self.r.exists(protocol.job_key(self.id, "alive")):
+            raise JobLost(f"{step}: Redis lost the job's records (did it restart?); "
+                          "its results cannot be trusted, nothing published")
+
     def finish(self) -> None:
         keys = list(self.r.scan_iter(match=protocol.job_key(self.id, "*")))
         if keys:
@@ -52,10 +61,12 @@ class JobScope:
     """A job with its exchanges: payloads travel through the object store, in the job's
     scratch space under `layout` (when one is given), and, small ones, through Redis. Use it as
     a context manager: the exchanges and the job's keys are deleted when it ends, failed or
-    not."""
+    not. A `stateful` job's steps hand each other data through Redis: each step's end checks
+    that Redis still has the job's records."""
 
-    def __init__(self, redis_url: str, layout: Layout | None = None):
+    def __init__(self, redis_url: str, layout: Layout | None = None, stateful: bool = True):
         self.job = Job(redis_url)
+        self.stateful = stateful
         self.scratch = layout.scratch(self.job.id) if layout is not None else None
         self.objects = ObjectStoreExchange(self.scratch.uri) if self.scratch else None
         self.small = RedisExchange(redis_url, self.job.id)
@@ -65,7 +76,13 @@ class JobScope:
         return dataclasses.replace(event, job=self.job.id, redis_url=self.job.redis_url,
                                    scratch=self.scratch.uri if self.scratch else "")
 
+    def check(self, step: str) -> None:
+        if self.stateful:
+            self.job.check(step)
+
     def __enter__(self) -> JobScope:
+        if self.stateful:
+            self.job.start()
         return self
 
     def __exit__(self, *exc) -> None:

@@ -13,7 +13,9 @@ Redis keys, all with a TTL:
   lakestats:job:<job>:results              hash  call -> the step's result (JSON)   JOB_TTL
   lakestats:job:<job>:frequencies:<k>[:from:<sender>]   low-duplicate candidates    JOB_TTL
   lakestats:job:<job>:exchange:<channel>:<receiver>     hash sender -> Arrow IPC    JOB_TTL
+  lakestats:job:<job>:alive                string: set at the job's start (gone: Redis lost it) JOB_TTL
   lakestats:lock:<stats root>              the publication lock                     LOCK_TTL
+  lakestats:computing:<stats root>         the running compute of a table (renewed)  LOCK_TTL
   lakestats:version:<stats root>           the last version number handed out       JOB_TTL
   lakestats:reduce:<table>                 a table's open reduction window          the window
   lakestats:idempotency:change#<hash>      an object event already handled          IDEMPOTENCY_TTL
@@ -49,6 +51,11 @@ class StepFailed(Exception):
     """A call of a step failed after all its attempts; the message names the step and call."""
 
 
+class JobLost(StepFailed):
+    """Redis lost a job's records (it restarted, or evicted them) while its steps shared them:
+    results built on them cannot be trusted."""
+
+
 class ProtocolError(ValueError):
     """An event that is not a registered step's."""
 
@@ -73,6 +80,10 @@ def exchange_key(job: str, channel: str, receiver: int) -> str:
 
 def publish_lock(stats_root: str) -> str:
     return f"lakestats:lock:{stats_root}"
+
+
+def compute_lock(stats_root: str) -> str:
+    return f"lakestats:computing:{stats_root}"
 
 
 def version_counter(stats_root: str) -> str:

@@ -11,6 +11,7 @@ tracing to powertools; settings come from the function's environment, read once 
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -27,11 +28,11 @@ from aws_lambda_powertools.utilities.idempotency.persistence.cache import CacheP
 from algorithms.partitions.step import statistics_of_object
 from core.settings import Settings
 from fleet import protocol
-from fleet.connections import client
+from fleet.connections import client, use_password
 from fleet.invokers import make_invoker
 from fleet.windows import request_reduction
 from functions import worker
-from functions.notifications import changes, table_of
+from functions.notifications import BadEvent, changes, refused, table_of
 from metastore.layout import Layout
 from metastore.reader import StatisticsNotFound, TableStatistics
 from monostore.compute import reduce_table
@@ -42,6 +43,35 @@ metrics = Metrics(namespace="lakestats")     # POWERTOOLS_METRICS_NAMESPACE over
 warnings.filterwarnings("ignore", "No application metrics to publish")  # a batch of removals
 idempotency = IdempotencyConfig(expires_after_seconds=protocol.IDEMPOTENCY_TTL_SECONDS)
 SETTINGS = Settings.from_env(os.environ)
+
+
+def redis_password(env=os.environ) -> str | None:
+    """$REDIS_PASSWORD, or the secret that LAKESTATS_REDIS_SECRET_ARN names (its text, or the
+    "password" key of its JSON), read once per cold start."""
+    arn = env.get("LAKESTATS_REDIS_SECRET_ARN")
+    if not arn:
+        return env.get("REDIS_PASSWORD") or None
+    from aws_lambda_powertools.utilities import parameters
+    secret = parameters.get_secret(arn)
+    try:
+        return json.loads(secret)["password"]
+    except (ValueError, KeyError, TypeError):
+        return secret
+
+
+@functools.cache
+def _authenticate() -> None:
+    """Once per cold start, before the first Redis connection (the lookups need none)."""
+    use_password(redis_password())
+
+
+# the time an invocation keeps for itself: to answer, after its last record or step
+ANSWER_SECONDS = 1.0
+
+
+class OutOfTime(Exception):
+    """Too little of the invocation's time is left to start this record: it goes back to
+    the queue (a partial batch failure) for the next invocation."""
 
 
 # -- partition statistics from S3 notifications
@@ -59,7 +89,8 @@ def _change_handler(settings: Settings, metrics: Metrics | None):
         def changed(change: dict) -> dict:
             located = table_of(change["uri"], settings.tables)
             if located is None:
-                return {"status": "ignored"}
+                return {"status": "refused" if refused(change["uri"], settings.tables)
+                        else "ignored"}
             table, rel_path = located
             if not change["created"]:
                 return {"status": "removed", "table": table}
@@ -85,14 +116,31 @@ def partition_batch(event: dict, context, settings: Settings,
     handler = _change_handler(settings, metrics)
     touched: set[str] = set()
 
+    slowest = 0.0             # the longest record so far: what the next one may take
+
     def record_handler(record) -> None:
-        for change in changes(json.loads(record.body)):
+        nonlocal slowest
+        left = context.get_remaining_time_in_millis() / 1000
+        if left < 1.5 * slowest + ANSWER_SECONDS:
+            raise OutOfTime(f"{left:.1f} s left of the invocation: handed back to the queue")
+        started = time.monotonic()
+        try:
+            found = changes(json.loads(record.body))
+        except (ValueError, BadEvent) as e:         # retrying will not help: logged, dropped
+            logger.error("refused: not an S3 notification",
+                         extra={"message_id": record.message_id, "reason": str(e)})
+            return
+        for change in found:
             # the key of a creation is (bucket, key, ETag); a removal's is its sequencer, as a
             # key may be removed, created and removed again
             out = handler(change={"uri": change.uri, "created": change.created,
                                   "version": change.etag if change.created else change.sequencer})
             if out.get("table"):
                 touched.add(out["table"])
+            elif out.get("status") == "refused":
+                logger.warning("refused: not a data file of a watched table",
+                               extra={"uri": change.uri, "tables": list(settings.tables)})
+        slowest = max(slowest, time.monotonic() - started)
     response = process_partial_response(event, record_handler,
                                          BatchProcessor(event_type=EventType.SQS), context)
     opened = [t for t in sorted(touched)
@@ -104,6 +152,7 @@ def partition_batch(event: dict, context, settings: Settings,
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def partition_stats_handler(event: dict, context) -> dict:
+    _authenticate()
     response, opened = partition_batch(event, context, SETTINGS, metrics)
     if opened and not SETTINGS.reduce_queue_url:
         logger.warning("no LAKESTATS_REDUCE_QUEUE_URL: reductions not scheduled",
@@ -125,11 +174,16 @@ def partition_stats_handler(event: dict, context) -> dict:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def table_reduce_handler(event: dict, context) -> dict:
+    _authenticate()
     def record_handler(record) -> None:
+        # past the deadline, the reduction publishes nothing and its message comes back
+        deadline = time.monotonic() + context.get_remaining_time_in_millis() / 1000 \
+            - ANSWER_SECONDS
         # the coordinator's steps run in the steps function, or here without one
         with make_invoker("lambda" if SETTINGS.steps_function else "local",
                           function_name=SETTINGS.steps_function) as invoker:
-            report = reduce_table(json.loads(record.body)["table"], invoker, SETTINGS).as_json()
+            report = reduce_table(json.loads(record.body)["table"], invoker, SETTINGS,
+                                  deadline).as_json()
         logger.info("table reduced", extra=report)
         if report["published"]:
             metrics.add_metric("TableVersionsPublished", MetricUnit.Count, 1)
@@ -143,6 +197,7 @@ def table_reduce_handler(event: dict, context) -> dict:
 @logger.inject_lambda_context(correlation_id_path="job")
 @tracer.capture_lambda_handler
 def steps_handler(event: dict, context) -> dict:
+    _authenticate()
     return worker.run(event)
 
 

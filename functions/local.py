@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from core.settings import Settings
 from fleet.protocol import BatchResult, StepEvent
@@ -21,10 +22,15 @@ class LocalContext:
     memory_limit_in_mb: int = 0
     invoked_function_arn: str = "arn:aws:lambda:local:000000000000:function:lakestats-watch"
 
+    # seconds left, when given: an invocation that runs out of time at a chosen point
+    remaining: Callable[[], float] | None = None
+
     def __post_init__(self):
         self._deadline = time.monotonic() + self.seconds
 
     def get_remaining_time_in_millis(self) -> int:
+        if self.remaining is not None:
+            return int(self.remaining() * 1000)
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 

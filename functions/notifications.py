@@ -26,26 +26,61 @@ class Change:
         return f"s3://{self.bucket}/{self.key}"
 
 
+class BadEvent(ValueError):
+    """A message that is not a well-formed S3 notification; the message says what is wrong."""
+
+
 def changes(notification: dict) -> list[Change]:
     """The object changes in an S3 notification (the body of an SQS message). Test events and
-    other messages hold none."""
+    other messages hold none; a record without a bucket name or key raises BadEvent."""
+    if not isinstance(notification, dict):
+        raise BadEvent(f"not a JSON object: {type(notification).__name__}")
     out = []
     for record in notification.get("Records") or []:
-        name = record.get("eventName", "")
-        s3 = record.get("s3") or {}
-        if not name.startswith(("ObjectCreated", "ObjectRemoved")) or "object" not in s3:
+        name = record.get("eventName", "") if isinstance(record, dict) else ""
+        if not isinstance(name, str) or not name.startswith(("ObjectCreated", "ObjectRemoved")):
             continue
-        obj = s3["object"]
-        out.append(Change(s3["bucket"]["name"], unquote_plus(obj["key"]),
-                          name.startswith("ObjectCreated"), obj.get("eTag"), obj.get("sequencer")))
+        s3 = record.get("s3")
+        try:
+            bucket, obj = s3["bucket"]["name"], s3["object"]
+            key = obj["key"]
+        except (KeyError, TypeError):
+            raise BadEvent(f"{name} record without s3.bucket.name and s3.object.key") from None
+        if not (isinstance(bucket, str) and bucket and isinstance(key, str) and key):
+            raise BadEvent(f"{name} record with an empty or non-text bucket name or key")
+        out.append(Change(bucket, unquote_plus(key), name.startswith("ObjectCreated"),
+                          obj.get("eTag"), obj.get("sequencer")))
     return out
 
 
 def table_of(uri: str, tables: tuple[str, ...]) -> tuple[str, str] | None:
     """(table root, file path relative to it) of a data file of a watched table; None for
-    other keys, statistics and hidden files."""
+    other keys, statistics and hidden files, and paths that are not plain."""
+    table = _root_of(uri, tables)
+    if table is None:
+        return None
+    rel = uri[len(table) + 1:]
+    return (table, rel) if _plain(rel) and not is_hidden(rel) else None
+
+
+def refused(uri: str, tables: tuple[str, ...]) -> bool:
+    """A key no event of a watched table names: outside them all, with `.` or `..` parts
+    (they could name statistics outside the table's), or empty parts outside hidden paths.
+    Hidden files of a table, its statistics among them, and directory markers (a key ending
+    in /) are ignored, not refused."""
+    table = _root_of(uri, tables)
+    if table is None:
+        return True
+    parts = uri[len(table) + 1:].split("/")
+    return any(p in (".", "..") for p in parts) or ("" in parts[:-1] and not is_hidden(parts[0]))
+
+
+def _root_of(uri: str, tables: tuple[str, ...]) -> str | None:
     for table in sorted(tables, key=len, reverse=True):      # the most specific root first
         if uri.startswith(table + "/"):
-            rel = uri[len(table) + 1:]
-            return None if is_hidden(rel) else (table, rel)
+            return table
     return None
+
+
+def _plain(rel: str) -> bool:
+    return all(part not in ("", ".", "..") for part in rel.split("/"))

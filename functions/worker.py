@@ -7,18 +7,29 @@ survives an invocation that fails after the step was done.
 """
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 
+from fleet.connections import use_password
 from fleet.jobs import Job
 from fleet.protocol import FREQUENCY_SEND, PARTITION_STATISTICS, RANK_SAMPLE, StepEvent, resolve, \
     to_json
+from functions import faults
+
+use_password(os.environ.get("REDIS_PASSWORD"))     # the Lambda handlers may set a secret's
 
 
 def run(event: dict) -> dict:
     call = StepEvent.from_json(event)
+    faults.at(call.name, "before")
+    timer = faults.during(call.name)
     result = to_json(resolve(call.step)(call))
+    if timer:
+        timer.cancel()
     if call.job:
         Job(call.redis_url, call.job).record(call, result)
+    faults.at(call.name, "after")
     return result
 
 

@@ -22,7 +22,8 @@ from infra.redis_server import redis_server_binary
 STATE = Path(".lakestats-local")
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free now (for a server started next)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -34,7 +35,8 @@ def _detached(args: list[str], log: Path) -> int:
                                 start_new_session=True).pid
 
 
-def _wait(ready, what: str, seconds: float = 20) -> None:
+def wait_for(ready, what: str, seconds: float = 20, logs: str = "") -> None:
+    """Until ready() is true (an OSError counts as not yet); a RuntimeError after `seconds`."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
@@ -43,7 +45,8 @@ def _wait(ready, what: str, seconds: float = 20) -> None:
         except OSError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"{what} did not start within {seconds:g} s (see {STATE}/*.log)")
+    raise RuntimeError(f"{what} did not start within {seconds:g} s"
+                       + (f" (see {logs})" if logs else ""))
 
 
 def up(state: Path = STATE, bucket: str | None = None, queue: str = "lakestats-events") -> dict:
@@ -51,7 +54,7 @@ def up(state: Path = STATE, bucket: str | None = None, queue: str = "lakestats-e
         raise RuntimeError(f"a local stack is already up ({state}/state.json); "
                            "`lakestats local down` first")
     state.mkdir(parents=True, exist_ok=True)
-    s3_port, redis_port = _free_port(), _free_port()
+    s3_port, redis_port = free_port(), free_port()
     pids = [_detached([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
                        str(s3_port)], state / "moto.log"),
             _detached([redis_server_binary(), "--port", str(redis_port), "--bind", "127.0.0.1",
@@ -59,9 +62,11 @@ def up(state: Path = STATE, bucket: str | None = None, queue: str = "lakestats-e
     endpoint, redis_url = f"http://127.0.0.1:{s3_port}", f"redis://127.0.0.1:{redis_port}"
     info = {"AWS_ENDPOINT_URL": endpoint, "REDIS_URL": redis_url, "pids": pids}
     (state / "state.json").write_text(json.dumps(info))
-    _wait(lambda: urllib.request.urlopen(endpoint + "/moto-api/data.json", timeout=1), "moto")
+    logs = f"{state}/*.log"
+    wait_for(lambda: urllib.request.urlopen(endpoint + "/moto-api/data.json", timeout=1), "moto",
+             logs=logs)
     import redis
-    _wait(lambda: redis.Redis.from_url(redis_url).ping(), "redis-server")
+    wait_for(lambda: redis.Redis.from_url(redis_url).ping(), "redis-server", logs=logs)
     if bucket:
         info["QUEUE_URL"] = wire_bucket(endpoint, bucket, queue)
         (state / "state.json").write_text(json.dumps(info))

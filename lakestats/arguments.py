@@ -7,6 +7,12 @@ import sys
 from core import settings as defaults
 
 EXIT_USAGE = 2
+COMPUTE_EXITS = """exit status:
+  0  a version describing the table is published (or already was). Under --allow-partial
+     some files may have failed: each is named on stderr and under "failures" in --json,
+     and the version lists them as missing
+  1  failed: nothing was published (the reason is on stderr)
+  2  usage error"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,8 +36,9 @@ def parser() -> argparse.ArgumentParser:
         description="Exact column statistics for tables of Parquet files (local or s3://).")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def table_command(name, help_text):
-        c = sub.add_parser(name, help=help_text, description=help_text)
+    def table_command(name, help_text, epilog=None):
+        c = sub.add_parser(name, help=help_text, description=help_text, epilog=epilog,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         c.add_argument("table", metavar="TABLE",
                        help="a local directory or s3://bucket/prefix of Parquet files")
         c.add_argument("--stats-root", metavar="URI",
@@ -39,7 +46,8 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("--json", action="store_true", help="machine-readable output")
         return c
 
-    c = table_command("compute", "compute (incrementally) and publish the table's statistics")
+    c = table_command("compute", "compute (incrementally) and publish the table's statistics",
+                      COMPUTE_EXITS)
     c.add_argument("--bins", type=int,
                    help=f"histogram bins (default {defaults.DEFAULT_BINS}, or $LAKESTATS_BINS)")
     c.add_argument("--frequency-algorithm", choices=["auto", *defaults.FREQUENCY_ALGORITHMS],
@@ -62,7 +70,10 @@ def parser() -> argparse.ArgumentParser:
                         f"values in the partition (default {defaults.BLOOM_MIN_DISTINCT})")
     c.add_argument("--allow-partial", action="store_true",
                    help="publish over the good partitions when some files fail; "
-                        "the missing ones are recorded")
+                        "the missing ones are recorded, and the exit status is 0")
+    c.add_argument("--wait", type=float, metavar="SECONDS",
+                   help="how long to wait while another compute of the table runs (default "
+                        f"{defaults.LOCK_WAIT_SECONDS:g}; 0 fails at once)")
     c.add_argument("--workers", type=int, help="concurrent workers (default: CPU count)")
     c.add_argument("--invoker", choices=["local", "lambda", "spark"], default="local",
                    help="local worker processes (default), AWS Lambda, or Spark tasks "

@@ -32,7 +32,7 @@ FLAG_SETTINGS = {
     "exact": (None, "exact"),
     "max_attempts": (None, "max_attempts"), "timeout": (None, "timeout"),
     "workers": (None, "workers"), "function_name": (None, "steps_function"),
-    "window": (None, "reduce_window"),
+    "window": (None, "reduce_window"), "wait": (None, "lock_wait"),
 }
 
 
@@ -85,7 +85,7 @@ def _coordinator(args, name: str = "local"):
     else:
         from fleet.invokers import make_invoker
         invoker = make_invoker(name, settings.workers, settings.steps_function)
-    with invoker, redis_url(settings.redis_url) as url:
+    with invoker, redis_url(settings.redis_url, os.environ.get("REDIS_PASSWORD")) as url:
         yield dataclasses.replace(settings, redis_url=url), invoker
 
 
@@ -95,7 +95,8 @@ def cmd_compute(args) -> int:
         from monostore.compute import ComputeFailed, compute
         try:
             report = compute(args.table, invoker, settings, stats_root=args.stats_root,
-                             progress=progress)
+                             progress=progress, notice=lambda message: print(
+                                 f"lakestats: {message}", file=sys.stderr, flush=True))
         except ComputeFailed as e:
             report, failure = e.report, str(e)
         else:
@@ -115,12 +116,19 @@ def cmd_compute(args) -> int:
         render.compute_report(report)
     if failure:
         raise CliError(failure)
-    return EXIT_FAILED if report.failed else 0
+    return 0       # published; under --allow-partial, the failed files are reported above
 
 
 def cmd_show(args) -> int:
+    from metastore.reader import NotPublished, TableStatistics
     columns = args.columns.split(",") if args.columns else None
-    summary = _open(args).summary(args.partition, columns)
+    try:
+        summary = _open(args).summary(args.partition, columns)
+    except NotPublished:
+        if not args.partition:
+            raise
+        summary = TableStatistics.computed_partition(args.table, args.stats_root,
+                                                     args.partition, columns)
     if args.json:
         _print_json(summary)
     else:
@@ -245,7 +253,7 @@ def cmd_watch(args) -> int:
     settings = _settings(args)
     if not settings.tables:
         raise CliError("which tables? --tables s3://bucket/prefix[,...] (or LAKESTATS_TABLES)")
-    with redis_url(settings.redis_url) as url:
+    with redis_url(settings.redis_url, os.environ.get("REDIS_PASSWORD")) as url:
         settings = dataclasses.replace(settings, redis_url=url)
         render.err.print(f"watching {args.queue} for {','.join(settings.tables)} (Ctrl-C stops)")
         try:

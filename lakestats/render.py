@@ -51,7 +51,10 @@ def compute_report(report) -> None:
 
 def summary(s: dict) -> None:
     where = f"partition {s['partition']}" if "partition" in s else f"{s['partitions']} partitions"
-    out.print(f"version {s['version']}: {s['row_count']:,} rows, {where}")
+    if s.get("published") is False:
+        out.print(f"{s['row_count']:,} rows, {where}: computed, not yet in a published version")
+    else:
+        out.print(f"version {s['version']}: {s['row_count']:,} rows, {where}")
     for path, reason in (s.get("missing") or {}).items():
         out.print(f"[red]missing[/] {path}: {reason}")
     t = Table(show_edge=False, header_style="bold")

@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING, Callable, Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from core import schema
 from core import types as ty
 from core import udf
-from metastore.layout import FREQUENCIES
+from metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
 
 if TYPE_CHECKING:
     from metastore.store import Store
@@ -59,6 +58,30 @@ def statistics_table(rows: list[dict], data_schema: pa.Schema, row_count: int,
     if errors:
         meta[schema.STATISTIC_ERRORS_KEY] = json.dumps(errors)
     return table.replace_schema_metadata(meta)
+
+
+def with_sibling_sizes(statistics: pa.Table, directory: Store) -> pa.Table:
+    """A partition's statistics recording the sizes of the files beside it."""
+    sizes = {name: directory.size(name) for name in (FREQUENCIES, HISTOGRAMS)}
+    return statistics.replace_schema_metadata({**(statistics.schema.metadata or {}),
+                                               schema.SIBLING_SIZES_KEY: json.dumps(sizes)})
+
+
+def intact(directory: Store) -> str | None:
+    """Why a partition's statistics cannot be trusted (None if they can): a statistics.parquet
+    that does not read whole (its pages' checksums included), or a file beside it whose size is
+    not the recorded one (truncated, replaced, missing)."""
+    try:
+        statistics = directory.read_parquet(STATISTICS)
+    except FileNotFoundError:
+        return f"{STATISTICS} is missing"
+    except (OSError, pa.ArrowException) as e:
+        return f"{STATISTICS} is corrupt ({e})"
+    recorded = json.loads((statistics.schema.metadata or {}).get(schema.SIBLING_SIZES_KEY, b"{}"))
+    for name, size in recorded.items():
+        if directory.size(name) != size:
+            return f"{name} is not the size recorded ({size} bytes)"
+    return None
 
 
 def statistic_errors(statistics: pa.Table) -> dict[str, dict[str, str]]:
@@ -129,8 +152,7 @@ def write_frequencies(out: Store, table: pa.Table) -> None:
     and short lists share groups of up to FREQUENCIES_ROW_GROUP rows (a table of a thousand
     short columns writes a few groups, not a thousand)."""
     page = schema.FREQUENCIES_ROW_GROUP
-    with out.atomic_output(FREQUENCIES) as sink, pq.ParquetWriter(
-            sink, schema.FREQUENCIES_SCHEMA, compression="zstd") as writer:
+    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA) as writer:
         short: list[pa.Table] = []
         for _, rows in column_runs(table):
             long = rows.num_rows * 4 >= page

@@ -8,16 +8,22 @@ manifest.json: {"version": "v000003", "created": ISO 8601, "table": table URI,
                                               column's list, "stale_rows": rows changed since
                                               it was exact}},
                 "sketches_stale": true when the table's sketches still hold the values of
-                                  partitions removed since they were merged anew}
+                                  partitions removed since they were merged anew,
+                "files": {name: bytes} of the version's files, as written}
                 The partitions themselves are in the version's partition index
                 (partitions.parquet, metastore.index), read only by lookups that need them.
 LATEST:        {"version": "v000003"}
+
+Without LATEST (lost, deleted), or when the manifest it names is gone, the newest version
+with a manifest is the published one: a manifest is written after every other file of its
+version.
 """
 from __future__ import annotations
 
 import json
 
 from metastore.layout import LATEST, MANIFEST, Layout
+from metastore.store import StoreError
 
 
 def dumps(obj) -> bytes:
@@ -33,17 +39,40 @@ def version_number(name: str) -> int:
 
 
 def latest_version(layout: Layout) -> str | None:
+    return _named(layout) or _newest_complete(layout)
+
+
+def _named(layout: Layout) -> str | None:
     try:
         return json.loads(layout.root.read_bytes(LATEST))["version"]
-    except (FileNotFoundError, OSError):
+    except (FileNotFoundError, OSError, ValueError, KeyError):
         return None
+
+
+def _newest_complete(layout: Layout) -> str | None:
+    try:
+        listed = layout.root.child("versions").list_files()
+    except StoreError as e:
+        if isinstance(e.__cause__, FileNotFoundError):
+            return None                  # a local root without versions
+        raise
+    complete = [f.rel_path.split("/")[0] for f in listed
+                if f.rel_path.count("/") == 1 and f.rel_path.endswith("/" + MANIFEST)]
+    return max(complete, key=version_number, default=None)
 
 
 def read_manifest(layout: Layout, version: str | None = None) -> dict | None:
     """The manifest of `version`, by default of the published one (None if there is none)."""
-    version = version or latest_version(layout)
     if version is None:
-        return None
+        named = _named(layout)
+        if named is not None:
+            try:
+                return json.loads(layout.version(named).read_bytes(MANIFEST))
+            except FileNotFoundError:
+                pass
+        version = _newest_complete(layout)
+        if version is None:
+            return None
     return json.loads(layout.version(version).read_bytes(MANIFEST))
 
 

@@ -22,6 +22,11 @@ class StatisticsNotFound(Exception):
     """Statistics asked for do not exist; the message says what is missing."""
 
 
+class NotPublished(StatisticsNotFound):
+    """No published version holds the partition asked for (none is published, or the
+    partition came after the published one)."""
+
+
 class TableStatistics:
     """Statistics of one table: its published version, or one of its partitions."""
 
@@ -29,7 +34,7 @@ class TableStatistics:
         self.layout = Layout(stats_root)
         self.manifest = read_manifest(self.layout, version)
         if self.manifest is None:
-            raise StatisticsNotFound(f"{stats_root}: no statistics published yet (run lakestats compute)")
+            raise NotPublished(f"{stats_root}: no statistics published yet (run lakestats compute)")
         self.version = self.manifest["version"]
         if "partition_count" not in self.manifest:
             raise StatisticsNotFound(f"{stats_root}: version {self.version} was written by an "
@@ -49,8 +54,8 @@ class TableStatistics:
         found = index.read(self.version_dir(), self.schema(), [], ["path", "fingerprint"],
                            filters=pc.field("path") == path)
         if found.num_rows == 0:
-            raise StatisticsNotFound(f"{partition}: not a partition of version {self.version} "
-                                     "(see lakestats partitions)")
+            raise NotPublished(f"{partition}: not a partition of version {self.version} "
+                               "(see lakestats partitions)")
         return self.layout.partition(path, found["fingerprint"][0].as_py())
 
     def version_dir(self) -> Store:
@@ -79,12 +84,7 @@ class TableStatistics:
                                              for g in range(parquet.num_row_groups)))
             groups = sorted({bisect.bisect_right(ends, r) for r in rows})
             return files.filter_columns(parquet.read_row_groups(groups, columns=names), columns)
-        table = parquet.read(columns=names)
-        if columns:
-            unknown = sorted(set(columns) - set(table["column"].to_pylist()))
-            if unknown:
-                raise StatisticsNotFound(f"no column {', '.join(map(repr, unknown))} in the statistics")
-        return files.filter_columns(table, columns)
+        return _rows_of(parquet.read(columns=names), columns)
 
     def _row(self, column: str, partition: str | None = None, sketches: bool = False) -> dict:
         return self.statistics(partition, [column], sketches).to_pylist()[0]
@@ -151,9 +151,28 @@ class TableStatistics:
                        partitions=self.manifest["partition_count"],
                        missing=self.manifest.get("missing", {}))
         else:
-            out.update(partition=partition, row_count=files.row_count_of(table), partitions=1)
+            out.update(_partition_summary(table, partition))
         out["columns"] = files.column_statistics(table)
         return out
+
+    @staticmethod
+    def computed_partition(table_uri: str, stats_root: str | None, partition: str,
+                           columns: list[str] | None = None) -> dict:
+        """The summary of a data file's statistics that a compute wrote but no published
+        version holds yet (it failed, or runs still): `"published": false`."""
+        path = partition.strip("/")
+        data_file = Store(table_uri).data_file(path)
+        if data_file is None:
+            raise StatisticsNotFound(f"{partition}: no such data file in {table_uri}")
+        directory = Layout.of_table(table_uri, stats_root).partition(path, data_file.fingerprint)
+        if not directory.exists(STATISTICS):
+            raise NotPublished(f"{partition}: no statistics of its current content yet "
+                               "(run lakestats compute)")
+        parquet = directory.open_parquet(STATISTICS)
+        table = _rows_of(parquet.read(columns=files.light_columns(parquet.schema_arrow.names)),
+                         columns)
+        return {"version": None, "published": False, **_partition_summary(table, partition),
+                "columns": files.column_statistics(table)}
 
     def frequency_list(self, column: str, partition: str | None = None,
                        top: int | None = None) -> dict:
@@ -282,3 +301,16 @@ class TableStatistics:
         less = pc.fill_null(pc.less(typed, probe), False).to_numpy(zero_copy_only=False)
         smaller = int(rows["count"].to_numpy()[less].sum())
         return {"column": column, "value": canonical, "smaller": smaller, "count": 0}
+
+
+def _rows_of(table: pa.Table, columns: list[str] | None) -> pa.Table:
+    """The statistics rows of `columns` (all without)."""
+    if columns:
+        unknown = sorted(set(columns) - set(table["column"].to_pylist()))
+        if unknown:
+            raise StatisticsNotFound(f"no column {', '.join(map(repr, unknown))} in the statistics")
+    return files.filter_columns(table, columns)
+
+
+def _partition_summary(table: pa.Table, partition: str) -> dict:
+    return {"partition": partition, "row_count": files.row_count_of(table), "partitions": 1}

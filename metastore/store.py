@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
@@ -113,17 +115,51 @@ class Store:
                                         obj["ETag"].strip('"')))
         return out
 
+    def data_file(self, rel_path: str) -> DataFile | None:
+        """One file's listing entry, as list_files gives it (None if there is no such file):
+        one HEAD request on S3."""
+        if self.is_s3:
+            from botocore.exceptions import ClientError
+            try:
+                head = s3_client().head_object(Bucket=self.bucket,
+                                               Key=f"{self.prefix}/{rel_path}".lstrip("/"))
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                    return None
+                raise StoreError(f"{self.uri_of(rel_path)}: {e}") from e
+            return DataFile(rel_path, head["ContentLength"], head["ETag"].strip('"'))
+        info = self.fs.get_file_info(self.path(rel_path))
+        if info.type != pafs.FileType.File:
+            return None
+        return DataFile(rel_path, info.size, str(info.mtime_ns))
+
+    def size(self, *parts: str) -> int | None:
+        """A file's size (None if there is no such file)."""
+        info = self.fs.get_file_info(self.path(*parts))
+        return info.size if info.type == pafs.FileType.File else None
+
     def exists(self, *parts: str) -> bool:
         return self.fs.get_file_info(self.path(*parts)).type == pafs.FileType.File
 
+    # reads retry transient S3 errors themselves: Arrow's client does not retry them all
     def read_bytes(self, *parts: str) -> bytes:
-        with self.fs.open_input_stream(self.path(*parts)) as f:
-            return f.read()
+        def read() -> bytes:
+            with self.fs.open_input_stream(self.path(*parts)) as f:
+                return f.read()
+        return _retried(read)
 
     def read_range(self, offset: int, length: int, *parts: str) -> bytes:
         """`length` bytes from `offset` (one ranged GET on S3)."""
-        with self.fs.open_input_file(self.path(*parts)) as f:
-            return f.read_at(length, offset)
+        def read() -> bytes:
+            with self.fs.open_input_file(self.path(*parts)) as f:
+                return f.read_at(length, offset)
+        return _retried(read)
+
+    def open_input(self, *parts: str):
+        """A file to read by ranges (each range retried, on S3)."""
+        if self.is_s3:
+            return pa.PythonFile(_RetryingFile(self.fs, self.path(*parts)), mode="r")
+        return self.fs.open_input_file(self.path(*parts))
 
     def write_bytes(self, data: bytes, *parts: str) -> None:
         """Readers see the old object or the new one: S3 PUTs are atomic; locally we rename."""
@@ -157,32 +193,101 @@ class Store:
             if os.path.exists(tmp):
                 os.remove(tmp)
 
+    # Parquet pages written here carry CRC checksums, verified whenever a page is read: a
+    # corrupt statistics file fails its read instead of answering wrong
     def write_parquet(self, table: pa.Table, *parts: str, row_group_size: int | None = None) -> None:
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, row_group_size=row_group_size, compression="zstd")
+        pq.write_table(table, sink, row_group_size=row_group_size, compression="zstd",
+                       write_page_checksum=True)
         self.write_bytes(sink.getvalue().to_pybytes(), *parts)
+
+    @contextlib.contextmanager
+    def parquet_writer(self, name: str, schema: pa.Schema, compression: str = "zstd",
+                       **options):
+        """A ParquetWriter of a file that readers see whole, once closed."""
+        with self.atomic_output(name) as sink, pq.ParquetWriter(
+                sink, schema, compression=compression, write_page_checksum=True,
+                **options) as writer:
+            yield writer
 
     def read_parquet(self, *parts: str, columns: list[str] | None = None, filters=None) -> pa.Table:
         """`columns` are top-level names. Without filters, the file is read directly: the
         dataset machinery (and the pandas import it brings, half a second) only for filters."""
         if filters is None:
-            with self.fs.open_input_file(self.path(*parts)) as f:
-                return pq.ParquetFile(f).read(columns=columns)
-        return pq.read_table(self.path(*parts), filesystem=self.fs, columns=columns,
-                             filters=filters)
+            with self.open_input(*parts) as f:
+                return pq.ParquetFile(f, page_checksum_verification=True).read(columns=columns)
+        return _retried(lambda: pq.read_table(self.path(*parts), filesystem=self.fs,
+                                              columns=columns, filters=filters,
+                                              page_checksum_verification=True))
 
     def open_parquet(self, *parts: str, whole: bool = False) -> pq.ParquetFile:
         """whole=True, for a file read entirely: one GET on S3 instead of one per column
         chunk (a file of 16 columns in 4 row groups is 60-odd requests otherwise)."""
         if whole and self.is_s3:
-            return pq.ParquetFile(pa.BufferReader(self.read_bytes(*parts)))
-        return pq.ParquetFile(self.fs.open_input_file(self.path(*parts)))
+            return pq.ParquetFile(pa.BufferReader(self.read_bytes(*parts)),
+                                  page_checksum_verification=True)
+        return pq.ParquetFile(self.open_input(*parts), page_checksum_verification=True)
 
     def delete_dir(self, *parts: str) -> None:
         try:
             self.fs.delete_dir(self.path(*parts))
         except (FileNotFoundError, OSError):
             pass
+
+
+# how transient errors of S3 show in Arrow's and botocore's messages. Arrow's S3 client does not
+# retry all of them: the body of an error answer to a small ranged GET overflows the read's
+# buffer and is reported as INTERNAL_FAILURE "Failed to flush response stream"
+READ_ATTEMPTS = 5
+TRANSIENT = ("Failed to flush response stream", "NETWORK_CONNECTION", "SlowDown",
+             "InternalError", "INTERNAL_FAILURE", "ServiceUnavailable", "Connection reset",
+             "Connection was closed", "timed out", "Read timeout")
+
+
+def is_transient(error: BaseException) -> bool:
+    """An object-store error that the same request may not meet again."""
+    return isinstance(error, OSError) and any(t in str(error) for t in TRANSIENT)
+
+
+def _retried(read, attempts: int = READ_ATTEMPTS):
+    """read(), again after a transient error (with a short backoff), up to `attempts` times."""
+    for attempt in range(attempts):
+        try:
+            return read()
+        except OSError as e:
+            if not is_transient(e) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * 2 ** attempt)
+
+
+class _RetryingFile(io.RawIOBase):
+    """An S3 object read by ranges, each range retried on transient errors."""
+
+    def __init__(self, fs: pafs.FileSystem, path: str):
+        self._file = _retried(lambda: fs.open_input_file(path))
+        self._size, self._pos = self._file.size(), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._pos = (0, self._pos, self._size)[whence] + offset
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        left = self._size - self._pos
+        size = left if size is None or size < 0 else min(size, left)
+        data = _retried(lambda: self._file.read_at(size, self._pos)) if size > 0 else b""
+        self._pos += len(data)
+        return data
+
+    readall = read
 
 
 def s3_filesystem() -> pafs.S3FileSystem:

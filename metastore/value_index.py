@@ -112,8 +112,7 @@ def entries(rows: pa.Table, paths: pa.Array) -> pa.Table:
 def write(out: Store, tables: Iterator[pa.Table]) -> None:
     """The columns' rows, in the order given, in row groups of up to GROUP_ENTRIES list entries
     and GROUP_ROWS rows (the rows of columns with few values share groups)."""
-    with out.atomic_output(VALUE_INDEX) as sink, pq.ParquetWriter(
-            sink, SCHEMA, compression="zstd") as writer:
+    with out.parquet_writer(VALUE_INDEX, SCHEMA) as writer:
         pending = SCHEMA.empty_table()
         for table in tables:
             pending = _write_full(writer, pa.concat_tables([pending, table]), final=False)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pyarrow as pa
 
@@ -30,11 +32,13 @@ from fleet.fanout import Progress
 from fleet.invokers import Invoker
 from fleet.windows import reduction_started
 from metastore import files, histograms, index, membership
-from metastore.layout import HISTOGRAMS, STATISTICS, Layout
+from metastore.layout import FREQUENCIES, HISTOGRAMS, INDEX, STATISTICS, VALUE_INDEX, Layout
 from metastore.manifest import read_manifest, write_manifest
-from metastore.store import DataFile, Store
+from metastore.store import DataFile, Store, is_transient
 from monostore import publish
 
+# attempts at the table-level statistics, when the object store fails transiently
+TABLE_ATTEMPTS = 3
 # added partitions indexed at once: memory holds one batch's statistics, value sets and dicts
 INDEX_BATCH = 1_000
 
@@ -94,18 +98,32 @@ class _Previous:
     def of(cls, layout: Layout, manifest: dict | None) -> _Previous | None:
         if manifest is None or "partition_count" not in manifest:
             return None                  # none, or written before the partition index
+        directory = layout.version(manifest["version"])
+        if any(directory.size(name) != size for name, size in manifest.get("files", {}).items()):
+            return None                  # a file of it was truncated or lost: from scratch
         schema = files.decode_schema(manifest["schema"])
-        table = index.read(layout.version(manifest["version"]), schema)
+        table = index.read(directory, schema)
         return cls(layout, manifest, schema, table, index.entries(table))
 
 
 def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
-            stats_root: str | None = None, progress: Progress | None = None) -> Report:
+            stats_root: str | None = None, progress: Progress | None = None,
+            notice: Callable[[str], None] | None = None,
+            deadline: float | None = None) -> Report:
     """A new version of the table's statistics, computing only what changed. Needs
-    settings.redis_url."""
+    settings.redis_url. Holds the table's compute lock (`notice` hears why it waits); gives
+    up before the table-level work, or before publication, once past `deadline`
+    (time.monotonic)."""
     started = time.monotonic()
     udf.load(settings.partition.statistics)      # a plugin that does not load fails here
     layout = Layout.of_table(table_uri, stats_root)
+    with publish.computing(layout, settings.redis_url, settings.lock_wait, notice,
+                           deadline) as lease:
+        return _compute(table_uri, layout, invoker, settings, progress, lease, started)
+
+
+def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Settings,
+             progress: Progress | None, lease: publish.Lease, started: float) -> Report:
     report = Report(table_uri)
     data_files = {f.rel_path: f for f in Store(table_uri).list_files()}
     manifest = read_manifest(layout)
@@ -114,9 +132,11 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
         != settings.recorded()["partition"]
     previous = None if resettled else _Previous.of(layout, manifest)
     published = {p: e["fingerprint"] for p, e in (previous.entries if previous else {}).items()}
-    todo = [f for f in data_files.values() if resettled or (
-        published.get(f.rel_path) != f.fingerprint
-        and not layout.partition(f.rel_path, f.fingerprint).exists(STATISTICS))]
+    changed = [f for f in data_files.values()
+               if resettled or published.get(f.rel_path) != f.fingerprint]
+    with ThreadPoolExecutor(16) as pool:     # statistics left by a compute that did not publish
+        kept = list(pool.map(functools.partial(_intact, layout), [] if resettled else changed))
+    todo = [f for f, ok in itertools.zip_longest(changed, kept) if not ok]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(published) - set(data_files))
     stale = previous and (previous.manifest.get("sketches_stale") or any(
@@ -137,17 +157,42 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
         raise ComputeFailed(report, f"{len(report.failed)} of {len(data_files)} files failed "
                                     f"(first: {first}); no table version published "
                                     "(--allow-partial publishes the others)")
+    lease.check("the table-level statistics")
     good = {p: f for p, f in data_files.items() if p not in report.failed}
-    _table_version(layout, good, previous, report, settings, invoker, progress)
+    for attempt in range(1, TABLE_ATTEMPTS + 1):
+        report.statistic_failures, report.frequencies = [], {}
+        try:
+            _table_version(layout, good, previous, report, settings, invoker, progress, lease)
+            break
+        except (OSError, pa.ArrowException) as e:   # what the version wrote is gone
+            if previous is not None and not is_transient(e):
+                previous = None     # the version it started from does not read: from scratch
+            elif not is_transient(e) or attempt == TABLE_ATTEMPTS:
+                raise ComputeFailed(report, f"the table-level statistics failed ({e}); "
+                                            "no table version published") from e
+            report.retries += 1
     report.seconds = time.monotonic() - started
     return report
 
 
-def reduce_table(table_uri: str, invoker: Invoker, settings: Settings) -> Report:
+def _intact(layout: Layout, data_file: DataFile) -> bool:
+    """Whether a partition's statistics, written by an earlier compute that did not publish
+    them, can be trusted; ones that cannot are deleted, to be computed again."""
+    directory = layout.partition(data_file.rel_path, data_file.fingerprint)
+    if not directory.exists(STATISTICS):
+        return False
+    if files.intact(directory) is None:
+        return True
+    directory.delete_dir()
+    return False
+
+
+def reduce_table(table_uri: str, invoker: Invoker, settings: Settings,
+                 deadline: float | None = None) -> Report:
     """A reduction that an event's window asked for: changes arriving from now on open the
     next window, as this compute may not see them."""
     reduction_started(settings.redis_url, table_uri)
-    return compute(table_uri, invoker, settings)
+    return compute(table_uri, invoker, settings, deadline=deadline)
 
 
 def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table,
@@ -258,7 +303,7 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
 
 def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
                    report: Report, settings: Settings, invoker: Invoker,
-                   progress: Progress | None) -> None:
+                   progress: Progress | None, lease: publish.Lease) -> None:
     kept = previous.entries if previous else {}
     added = [f for p, f in sorted(good.items()) if kept.get(p, {}).get("fingerprint")
              != f.fingerprint]
@@ -301,8 +346,10 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             "schema": files.encode_schema(table_stats.schema),
             "missing": dict(report.failed), "settings": settings.recorded(),
             "frequency_lists": lists, "sketches_stale": sketches_stale,
-            "value_index": indexed})
-        published, other = publish.swap(layout, settings.redis_url, version)
+            "value_index": indexed, "files": {name: size for name in (
+                STATISTICS, HISTOGRAMS, INDEX, FREQUENCIES, VALUE_INDEX)
+                if (size := out.size(name)) is not None}})
+        published, other = publish.swap(layout, settings.redis_url, version, lease)
     except BaseException:
         out.delete_dir()                         # never published: nothing refers to it
         with contextlib.suppress(Exception):     # the first failure is the one to report

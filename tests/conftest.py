@@ -1,15 +1,17 @@
-"""Shared fixtures: one embedded redis-server, one moto S3 server over HTTP, one worker pool."""
+"""Shared fixtures: one embedded redis-server, one moto S3 server over HTTP, one worker pool,
+one localstack when a test asks for it."""
 from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 
 import pytest
 
 from core.settings import PartitionSettings, Settings
 from fleet.invokers.local import LocalInvoker
+from infra.local_stack import free_port
+from infra.localstack import VENV, Localstack, localstack_python
 from infra.redis_server import EmbeddedRedis
 from metastore.store import s3_client
 from monostore.compute import compute
@@ -20,12 +22,6 @@ def redis_url():
     server = EmbeddedRedis().start()
     yield server.url
     server.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +46,21 @@ def s3_endpoint():
         else:
             os.environ[k] = v
     s3_client.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def localstack_endpoint():
+    """localstack's S3+SQS: LAKESTATS_LOCALSTACK_URL if set, else a localstack started here
+    from .localstack-venv on a free loopback port and stopped at the end of the session."""
+    if os.environ.get("LAKESTATS_LOCALSTACK_URL"):
+        yield os.environ["LAKESTATS_LOCALSTACK_URL"]
+        return
+    python = localstack_python()
+    if python is None:
+        pytest.fail(f"{VENV} is missing: run `make test`, which installs localstack there "
+                    "(or set LAKESTATS_LOCALSTACK_URL to a running localstack)", pytrace=False)
+    with Localstack(python) as stack:
+        yield stack.endpoint
 
 
 @pytest.fixture(scope="session")

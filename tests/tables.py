@@ -1,6 +1,9 @@
 """Small table builders shared by the tests."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,3 +34,23 @@ def mixed(n: int, seed: int) -> pa.Table:
 def statistics_without_sketches(table: pa.Table) -> list[dict]:
     keep = [c for c in table.column_names if not c.endswith("_sketch")]
     return table.select(keep).to_pylist()
+
+
+def published_files(stats_root: str) -> dict[str, list]:
+    """The published version's three files as rows, quantile sketches left out (KLL sketches
+    compact at random: equal in distribution, not in bytes)."""
+    from metastore.reader import TableStatistics
+    stats = TableStatistics(stats_root)
+    out = {}
+    for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):
+        t = stats.version_dir().read_parquet(name)
+        out[name] = t.drop_columns([c for c in t.column_names if c == "quantile_sketch"]
+                                   ).replace_schema_metadata(None).to_pylist()
+    return out
+
+
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """`lakestats ARGS` in a process of its own, with `env` over this one's environment."""
+    return subprocess.run([sys.executable, "-m", "lakestats.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.getcwd(), **env})

@@ -1,5 +1,6 @@
-"""The serverless event flow on moto's S3+SQS server with a real Redis: S3 notifications ->
-partition statistics -> coalesced table versions, equal to one clean compute."""
+"""The serverless event flow on moto's S3+SQS server (and once on localstack's) with a real
+Redis: S3 notifications -> partition statistics -> coalesced table versions, equal to one clean
+compute."""
 from __future__ import annotations
 
 import json
@@ -20,7 +21,7 @@ from core.settings import Settings
 from infra.local_stack import wire_bucket
 from metastore.reader import TableStatistics
 from metastore.store import Store, s3_client, s3_filesystem
-from tests.tables import mixed
+from tests.tables import mixed, published_files
 
 TABLE = "orders"
 
@@ -69,17 +70,6 @@ def wait_until(condition, seconds: float = 90) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the event flow did not settle"
         time.sleep(0.5)
-
-
-def published_files(stats_root: str) -> dict[str, list]:
-    stats = TableStatistics(stats_root)
-    out = {}
-    for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):
-        t = stats.version_dir().read_parquet(name)
-        # KLL sketches compact at random: equal in distribution, not in bytes
-        out[name] = t.drop_columns([c for c in t.column_names if c == "quantile_sketch"]
-                                   ).replace_schema_metadata(None).to_pylist()
-    return out
 
 
 def assert_equals_clean_compute(table: str, run) -> None:
@@ -153,27 +143,39 @@ def test_a_killed_watcher_redelivers_without_double_counting(lake, run, redis_ur
     assert_equals_clean_compute(table, run)
 
 
-@pytest.mark.skipif(not os.environ.get("LAKESTATS_LOCALSTACK_URL"),
-                    reason="set LAKESTATS_LOCALSTACK_URL to a running localstack to run this")
-def test_flow_on_localstack(redis_url, monkeypatch):
+@pytest.fixture
+def on_localstack(localstack_endpoint, monkeypatch):
+    """The AWS configuration pointed at localstack for one test: the S3 client cached for moto
+    is not used in it, the one made for localstack does not outlive it (the S3 filesystems
+    Stores make follow that client)."""
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_SQS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", localstack_endpoint)
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    s3_client.cache_clear()
+    yield localstack_endpoint
+    s3_client.cache_clear()
+
+
+def test_flow_on_localstack(on_localstack, redis_url):
     """The same flow against localstack's S3 and SQS."""
     from fleet.invokers import make_invoker
     from monostore.compute import compute
-    endpoint = os.environ["LAKESTATS_LOCALSTACK_URL"]
-    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
-    s3_client.cache_clear()
+    endpoint = on_localstack
+    assert s3_client().meta.endpoint_url == endpoint
     bucket = f"lake-{uuid.uuid4().hex[:8]}"
     queue = wire_bucket(endpoint, bucket, f"events-{bucket}")
     table = f"s3://{bucket}/{TABLE}"
     stop, thread, _ = watching(queue, watch_settings(redis_url, table))
     try:
-        for i in range(3):
-            put(bucket, f"{TABLE}/part-{i}.parquet", mixed(1000, seed=i))
+        for i in range(3):      # one through pyarrow's S3 filesystem (a multipart upload)
+            put(bucket, f"{TABLE}/part-{i}.parquet", mixed(1000, seed=i), multipart=i == 2)
         wait_until(lambda: settled(queue, table))
     finally:
         stop.set()
         thread.join(timeout=30)
-    with make_invoker("local", 2) as invoker:
+    with make_invoker("local", 2) as invoker:      # workers spawned with localstack's endpoint
         assert_equals_clean_compute(table, lambda t, stats_root: compute(
             t, invoker, Settings(redis_url=redis_url), stats_root=stats_root))
-    s3_client.cache_clear()

@@ -73,20 +73,41 @@ def test_event_flow_wiring(translated):
     assert resources["Cache"]["Condition"] == "CreateCache"
 
 
+def statements(policy: dict) -> list[dict]:
+    """A policy's statements, both branches of a condition's included."""
+    out = []
+    for statement in policy["PolicyDocument"]["Statement"]:
+        if "Fn::If" in statement:
+            out += [s for s in statement["Fn::If"][1:] if s != {"Ref": "AWS::NoValue"}]
+        else:
+            out.append(statement)
+    return out
+
+
+def as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
 def test_iam_is_least_privilege(translated):
-    """Inline policies: no wildcard actions, no write on a wildcard resource. (The roles also
+    """Inline policies: no wildcard action, no write on a wildcard resource, S3 writes only
+    below the statistics prefixes, the Redis secret readable only when given. (The roles also
     get AWS's managed policies for logs, VPC network interfaces and X-Ray.)"""
     writes = ("Put", "Delete", "Send", "Invoke", "Create", "Update")
+    secrets = 0
     for name, role in of_type(translated, "AWS::IAM::Role").items():
         for policy in role["Properties"].get("Policies", []):
-            for statement in policy["PolicyDocument"]["Statement"]:
-                actions = statement["Action"] if isinstance(statement["Action"], list) \
-                    else [statement["Action"]]
-                resources = statement["Resource"] if isinstance(statement["Resource"], list) \
-                    else [statement["Resource"]]
+            for statement in statements(policy):
+                actions, resources = as_list(statement["Action"]), as_list(statement["Resource"])
                 assert not any("*" in a for a in actions), (name, actions)
                 if any(w in a for a in actions for w in writes):
                     assert "*" not in resources, (name, statement)
+                if any(a.startswith("s3:") and w in a for a in actions for w in writes):
+                    assert all(r["Fn::Sub"].endswith("/_lakestats/*") for r in resources), \
+                        (name, statement)
+                if "secretsmanager:GetSecretValue" in actions:
+                    assert resources == [{"Ref": "RedisSecretArn"}], (name, statement)
+                    secrets += 1
+    assert secrets == 3          # the three functions that talk to Redis
 
 
 def test_deploys_to_cloudformation(translated, s3_endpoint):

@@ -8,7 +8,6 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from algorithms.frequencies import BINNED, LOW_DISTINCT, channel
 from algorithms.frequencies.choice import PlannedColumn, distinct_sum
@@ -40,8 +39,7 @@ def write(out: Store, sources: list[tuple[int, str, Iterator[pa.Table]]]) -> Non
     PAGE rows of one column, whatever batches the sources deliver: equal frequencies give
     equal files, and a column's lookup reads only its row groups."""
     pending: list[pa.Table] = []
-    with out.atomic_output(FREQUENCIES) as sink, pq.ParquetWriter(
-            sink, schema.FREQUENCIES_SCHEMA, compression="zstd") as writer:
+    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA) as writer:
         def flush(final: bool) -> None:
             rows = pa.concat_tables(pending) if pending else None
             pending.clear()

@@ -28,7 +28,7 @@ def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[
     def arrived(i: int, result) -> None:
         if result.status == "ok" and on_done:
             on_done(todo[i])
-    with JobScope(settings.redis_url) as scope:
+    with JobScope(settings.redis_url, stateful=False) as scope:    # files, not Redis, hold results
         outcomes = fan_out(invoker, scope, events, max_attempts=settings.max_attempts,
                            timeout=settings.timeout, fail_fast=False, progress=progress,
                            on_result=arrived)

@@ -121,7 +121,8 @@ def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: Partitio
 
 
 def write(stats: PartitionStats, out: Store) -> None:
-    """statistics.parquet goes last: its presence marks the directory complete."""
+    """statistics.parquet goes last: its presence marks the directory complete, and it
+    records the other files' sizes (files.intact checks them)."""
     files.write_frequencies(out, stats.frequencies)
     histograms.write(out, stats.histograms)
-    out.write_parquet(stats.statistics, STATISTICS)
+    out.write_parquet(files.with_sibling_sizes(stats.statistics, out), STATISTICS)

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from algorithms.ranks import channel
 from core import schema
@@ -112,8 +111,8 @@ def _write(stats: TableStatistics, scope: JobScope, columns: list[str],
     order = [c for c in table_schema.names if c in totals or c in kept]
     old = stats.version_dir().open_parquet(RANKS) if kept else None
     metadata = {schema.RANKED_COLUMNS_KEY: json.dumps(order)}
-    with stats.version_dir().atomic_output(RANKS) as out, pq.ParquetWriter(
-            out, schema.RANKS_SCHEMA.with_metadata(metadata), compression="lz4",
+    with stats.version_dir().parquet_writer(
+            RANKS, schema.RANKS_SCHEMA.with_metadata(metadata), compression="lz4",
             use_dictionary=["column"]) as writer:
         for column in order:
             if column in totals:

@@ -1,0 +1,278 @@
+"""Scale and load on the local stack (real redis-server, moto's S3+SQS server, local worker
+processes), and the cost model checked against the S3 requests the stack served.
+
+    .venv/bin/python benchmarks/bench_scale.py [--files 1000,10000] [--burst 1000]
+                                               [--width 1000] [--workers 2]
+
+L1 tables of N small files (5 columns, 200 rows each) computed from scratch by the CLI, on
+   local disk, each on a fresh Redis: seconds, the coordinator's peak RSS, Redis' peak memory,
+   and their growth from the first N to the last; DuckDB SUMMARIZE of the same files beside.
+L2 a burst of --burst files landing in a bucket whose events go to SQS: `lakestats watch` until
+   the published version holds them all: seconds, the watcher's peak RSS, Redis' peak.
+L3 a table of --width int64 columns (20 files x 2,000 rows): compute vs DuckDB SUMMARIZE.
+C  the cost model: per statistic kind, the S3 requests (by method) and step invocations per
+   data file and per version, fitted on one S3 table behind a counting proxy and checked
+   against another table's counts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT.parent))
+from bench_compute import run_duckdb  # noqa: E402
+from bench_freshness import wide  # noqa: E402
+
+CLI = str(Path(sys.executable).with_name("lakestats"))
+# the command's own peak RSS (wait4): Linux counts a forked parent's RSS into its child's
+SHIM = """import os, subprocess, sys
+child = subprocess.Popen(sys.argv[1:])
+print(child.pid, file=sys.stderr, flush=True)
+_, status, usage = os.wait4(child.pid, 0)
+print(usage.ru_maxrss, file=sys.stderr)"""
+
+
+def small(i: int, rows: int = 200) -> pa.Table:
+    rng = np.random.default_rng(i)
+    return pa.table({"id": np.arange(i * rows, (i + 1) * rows),
+                     "qty": rng.integers(1, 50, rows).astype(np.int32),
+                     "price": rng.normal(100, 30, rows),
+                     "city": rng.choice(["Oslo", "Zürich", "São Paulo", "東京"], rows),
+                     "day": (np.datetime64("2024-01-01") + rng.integers(0, 366, rows)
+                             ).astype("datetime64[D]")})
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def small_table(work: Path, files: int) -> Path:
+    table = work / f"small-{files}"
+    if not (table / f"part-{files - 1:05d}.parquet").exists():
+        table.mkdir(parents=True, exist_ok=True)
+        for i in range(files):
+            (table / f"part-{i:05d}.parquet").write_bytes(parquet_bytes(small(i)))
+    return table
+
+
+def measured(argv: list[str], env: dict, until=None) -> tuple[float, float, float]:
+    """Run a lakestats command on a fresh Redis (until `until()` holds, then stop it):
+    seconds, its peak RSS (MB), Redis' peak memory (MB)."""
+    import redis
+
+    from infra.redis_server import EmbeddedRedis
+    server = EmbeddedRedis().start()
+    try:
+        started = time.monotonic()
+        log = tempfile.TemporaryFile("w+")
+        shim = subprocess.Popen([sys.executable, "-c", SHIM, *argv], stderr=log,
+                                stdout=subprocess.DEVNULL, text=True,
+                                env={**os.environ, **env, "REDIS_URL": server.url})
+        if until is not None:
+            while not until():
+                assert shim.poll() is None, f"{argv[1]} ended early"
+                time.sleep(0.5)
+            log.seek(0)
+            os.kill(int(log.readline()), signal.SIGTERM)
+        shim.wait()
+        seconds = time.monotonic() - started
+        log.seek(0)
+        lines = log.read().split()
+        assert lines[-1].isdigit(), " ".join(lines[-50:])
+        maxrss = int(lines[-1]) / 1024
+        peak = redis.Redis.from_url(server.url).info("memory")["used_memory_peak"] / 2**20
+    finally:
+        server.stop()
+    return seconds, maxrss, peak
+
+
+def l1(work: Path, counts: list[int], workers: int) -> None:
+    rows = []
+    for n in counts:
+        table = small_table(work, n)
+        shutil.rmtree(table / "_lakestats", ignore_errors=True)
+        seconds, rss, redis_mb = measured([CLI, "compute", str(table), "--quiet", "--workers",
+                                           str(workers)], {})
+        duck = run_duckdb(table, workers)
+        rows.append((n, seconds, rss, redis_mb))
+        print(f"L1 {n:,} files: compute {seconds:.1f} s ({seconds / n * 1000:.1f} ms a file), "
+              f"coordinator peak {rss:.0f} MB, Redis peak {redis_mb:.1f} MB; DuckDB SUMMARIZE "
+              f"{duck:.1f} s -> {seconds / duck:.1f}x DuckDB", flush=True)
+    if len(rows) > 1:
+        (n0, s0, r0, m0), (n1, s1, r1, m1) = rows[0], rows[-1]
+        print(f"L1 growth x{n1 / n0:.0f} files: time x{s1 / s0:.1f}, coordinator memory "
+              f"x{r1 / r0:.2f}, Redis memory x{m1 / m0:.2f} (linear would be x{n1 / n0:.0f})")
+
+
+def s3_stack():
+    """moto's server, in this process's environment, and a counting proxy in front of it."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    from infra.faults import S3FaultProxy
+    from infra.local_stack import free_port
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)   # a line per request otherwise
+    port = free_port()
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    moto.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing",
+                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    return moto, S3FaultProxy(endpoint)
+
+
+def upload(bucket: str, prefix: str, files: int) -> None:
+    import boto3
+    s3 = boto3.client("s3")
+    for i in range(files):
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/part-{i:05d}.parquet",
+                      Body=parquet_bytes(small(i)))
+
+
+def l2(burst: int) -> None:
+    import boto3
+
+    from infra.local_stack import wire_bucket
+    from metastore.reader import TableStatistics
+    bucket = f"burst-{uuid.uuid4().hex[:8]}"
+    queue = wire_bucket(os.environ["AWS_ENDPOINT_URL"], bucket, f"events-{bucket}")
+    table = f"s3://{bucket}/t"
+    upload(bucket, "t", burst)
+    sqs = boto3.client("sqs")
+
+    def settled() -> bool:
+        attrs = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
+        if int(attrs["ApproximateNumberOfMessages"]) or \
+                int(attrs["ApproximateNumberOfMessagesNotVisible"]):
+            return False
+        try:
+            return TableStatistics(f"{table}/_lakestats").manifest["partition_count"] == burst
+        except Exception:  # noqa: BLE001 - nothing published yet
+            return False
+    seconds, rss, redis_mb = measured([CLI, "watch", "--queue", queue, "--tables", table,
+                                       "--window", "2"], {}, until=settled)
+    print(f"L2 a burst of {burst:,} object events: the version holding them all after "
+          f"{seconds:.1f} s ({burst / seconds:.0f} files/s), watcher peak {rss:.0f} MB, "
+          f"Redis peak {redis_mb:.1f} MB", flush=True)
+
+
+def l3(work: Path, width: int, workers: int) -> None:
+    table = wide(work, width, 20, 2000)
+    shutil.rmtree(table / "_lakestats", ignore_errors=True)
+    seconds, rss, redis_mb = measured([CLI, "compute", str(table), "--quiet", "--workers",
+                                       str(workers)], {})
+    duck = run_duckdb(table, workers)
+    print(f"L3 {width:,} columns x 20 files: compute {seconds:.1f} s, coordinator peak "
+          f"{rss:.0f} MB, Redis peak {redis_mb:.1f} MB; DuckDB SUMMARIZE {duck:.1f} s -> "
+          f"{seconds / duck:.1f}x DuckDB", flush=True)
+
+
+def kinds(proxy, files: int, workers: int) -> dict[str, dict]:
+    """S3 requests by method and seconds of each statistic kind, on a fresh S3 table."""
+    import boto3
+
+    from algorithms.partitions.driver import compute_partitions
+    from algorithms.ranks.driver import compute_ranks
+    from core.settings import Settings
+    from fleet.invokers import make_invoker
+    from infra.redis_server import EmbeddedRedis
+    from metastore.layout import Layout
+    from metastore.store import Store, s3_client
+    from monostore.compute import compute
+    os.environ["AWS_ENDPOINT_URL"] = proxy.url           # its workers count through it too
+    s3_client.cache_clear()
+    bucket = f"cost-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    upload(bucket, "t", files)
+    table = f"s3://{bucket}/t"
+    server = EmbeddedRedis().start()
+    settings = Settings(redis_url=server.url)
+    out = {}
+    try:
+        with make_invoker("local", workers) as invoker:
+            def phase(name, fn):
+                before = dict(proxy.faults.served)
+                started = time.monotonic()
+                fn()
+                out[name] = {"seconds": time.monotonic() - started, **{
+                    m: proxy.faults.served[m] - before.get(m, 0) for m in proxy.faults.served}}
+            data = Store(table).list_files()
+            phase("partition statistics", lambda: compute_partitions(
+                invoker, table, Layout.of_table(table), data, settings))
+            phase("table version (summary, frequencies, histograms)",
+                  lambda: compute(table, invoker, settings))
+            phase("exact ranks (2 columns)", lambda: compute_ranks(
+                f"{table}/_lakestats", invoker, settings, ["price", "city"]))
+    finally:
+        server.stop()
+        os.environ["AWS_ENDPOINT_URL"] = proxy.target.geturl()
+        s3_client.cache_clear()
+    return out
+
+
+def cost(proxy, files: list[int], workers: int) -> None:
+    """Fit requests = a x files + b per kind and method on two sizes; check on a third."""
+    runs = {n: kinds(proxy, n, workers) for n in files}
+    (n0, n1), n2 = files[:2], files[2]
+    for kind in runs[n0]:
+        for method in sorted(set(runs[n0][kind]) - {"seconds"}):
+            a = (runs[n1][kind].get(method, 0) - runs[n0][kind].get(method, 0)) / (n1 - n0)
+            b = runs[n0][kind].get(method, 0) - a * n0
+            predicted, served = a * n2 + b, runs[n2][kind].get(method, 0)
+            if served or predicted:
+                print(f"C {kind}: {method} {a:.2f} a file + {b:.0f}; predicted for {n2} files "
+                      f"{predicted:.0f}, served {served} ({served / max(predicted, 1):.2f})")
+        per_file = runs[n2][kind]["seconds"] * workers / n2
+        print(f"C {kind}: {per_file * 1000:.1f} worker-ms a file ({n2} files of "
+              f"~{len(parquet_bytes(small(0))) / 1024:.0f} KB)", flush=True)
+    print("C raw:", json.dumps(runs))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--files", default="1000,10000")
+    p.add_argument("--burst", type=int, default=1000)
+    p.add_argument("--width", type=int, default=1000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--only", default="L1,L2,L3,C")
+    args = p.parse_args()
+    only = set(args.only.split(","))
+    work = Path(tempfile.gettempdir()) / "lakestats-bench-scale"
+    work.mkdir(exist_ok=True)
+    if "L1" in only:
+        l1(work, [int(n) for n in args.files.split(",")], args.workers)
+    if only & {"L2", "C"}:
+        moto, proxy = s3_stack()
+        proxy.__enter__()
+        try:
+            if "L2" in only:
+                l2(args.burst)
+            if "C" in only:
+                cost(proxy, [100, 300, 200], args.workers)
+        finally:
+            proxy.__exit__()
+            moto.stop()
+    if "L3" in only:
+        l3(work, args.width, args.workers)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Security: Redis AUTH (a password from the environment or Secrets Manager, never in URLs or
+logs), events validated (keys outside the watched tables refused and logged), credentials
+absent from the output of a run. (Least-privilege IAM: tests/test_template.py.)"""
+from __future__ import annotations
+
+import json
+import uuid
+
+import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from core.settings import Settings
+from fleet.connections import use_password
+from functions.lambda_handlers import partition_batch, redis_password
+from functions.local import LocalContext
+from infra.redis_server import EmbeddedRedis
+from lakestats.watch import lambda_event
+from tests.tables import mixed, run_cli, write
+
+PASSWORD = f"pw-{uuid.uuid4().hex}"
+AWS_SECRET = f"aws-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def guarded_redis():
+    server = EmbeddedRedis(password=PASSWORD).start()
+    yield server
+    server.stop()
+    use_password(None)
+
+
+def cli(*args: str, **env: str):
+    return run_cli(*args, AWS_SECRET_ACCESS_KEY=AWS_SECRET, **env)
+
+
+def secrets() -> list[str]:
+    credentials = boto3.Session().get_credentials()
+    return [PASSWORD, AWS_SECRET] + ([credentials.secret_key] if credentials else [])
+
+
+def test_the_coordinator_authenticates_and_no_credential_is_printed(tmp_path, guarded_redis):
+    table = tmp_path / "t"
+    write(table / "a.parquet", mixed(500, seed=1))
+    (table / "bad.parquet").write_bytes(b"not parquet")       # errors are printed too
+    refused = cli("compute", str(table), "--json", "--quiet", REDIS_URL=guarded_redis.url)
+    assert refused.returncode == 1 and "a password is required" in refused.stderr
+    run = cli("compute", str(table), "--json", "--quiet", "--allow-partial",
+              REDIS_URL=guarded_redis.url, REDIS_PASSWORD=PASSWORD)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["published"]
+    # without REDIS_URL, the embedded Redis requires the password too
+    embedded = cli("compute", str(table), "--json", "--quiet", "--allow-partial",
+                   "--stats-root", str(tmp_path / "s"), REDIS_PASSWORD=PASSWORD)
+    assert embedded.returncode == 0, embedded.stderr
+    for output in (refused, run, embedded):
+        for secret in secrets():
+            assert secret not in output.stdout + output.stderr
+
+
+def test_the_redis_password_comes_from_the_environment_or_a_secret(s3_endpoint):
+    assert redis_password({"REDIS_PASSWORD": PASSWORD}) == PASSWORD
+    assert redis_password({}) is None
+    sm = boto3.client("secretsmanager")
+    as_json = sm.create_secret(Name=f"redis-{uuid.uuid4().hex[:8]}",
+                               SecretString=json.dumps({"password": PASSWORD}))["ARN"]
+    as_text = sm.create_secret(Name=f"redis-{uuid.uuid4().hex[:8]}",
+                               SecretString=PASSWORD + "-text")["ARN"]
+    assert redis_password({"LAKESTATS_REDIS_SECRET_ARN": as_json}) == PASSWORD
+    assert redis_password({"LAKESTATS_REDIS_SECRET_ARN": as_text}) == PASSWORD + "-text"
+
+
+def test_events_are_validated_and_foreign_keys_refused_and_logged(s3_endpoint, guarded_redis,
+                                                                  caplog):
+    use_password(PASSWORD)
+    bucket = f"lake-{uuid.uuid4().hex[:8]}"
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    sink = pa.BufferOutputStream()
+    pq.write_table(mixed(100, seed=1), sink)
+    body = sink.getvalue().to_pybytes()
+    keys = ["t/a.parquet", "elsewhere/x.parquet", "t/../elsewhere/x.parquet",
+            "t/_lakestats/versions/v000001/manifest.json"]
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=body)
+
+    def message(i: int, body) -> dict:
+        return {"MessageId": f"m{i}", "ReceiptHandle": f"r{i}", "MD5OfBody": "",
+                "Body": body if isinstance(body, str) else json.dumps(body)}
+
+    def created(key: str) -> dict:
+        return {"Records": [{"eventName": "ObjectCreated:Put", "s3": {
+            "bucket": {"name": bucket}, "object": {"key": key, "eTag": "e", "size": 1}}}]}
+    bad = [{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"bucket": {}}}]},
+           "not json", [1, 2]]
+    event = lambda_event([message(i, created(k)) for i, k in enumerate(keys)]
+                         + [message(10 + i, b) for i, b in enumerate(bad)],
+                         "arn:aws:sqs:us-east-1:000000000000:events", "us-east-1")
+    settings = Settings(redis_url=guarded_redis.url, tables=(f"s3://{bucket}/t",))
+    with caplog.at_level("INFO"):
+        response, opened = partition_batch(event, LocalContext(), settings)
+    assert response["batchItemFailures"] == [] and opened == [f"s3://{bucket}/t"]
+    refused = {r.uri for r in caplog.records if r.getMessage().startswith("refused: not a data")}
+    assert refused == {f"s3://{bucket}/elsewhere/x.parquet",
+                       f"s3://{bucket}/t/../elsewhere/x.parquet"}        # not the statistics
+    malformed = [r for r in caplog.records if r.getMessage() == "refused: not an S3 notification"]
+    assert len(malformed) == 3 and all(r.levelname == "ERROR" for r in malformed)
+    logs = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    assert not any(s in logs for s in secrets())
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="elsewhere/_lakestats")
+    assert listed.get("KeyCount", 0) == 0                    # nothing written outside
