@@ -2,7 +2,7 @@
 processes), and the cost model checked against the S3 requests the stack served.
 
     .venv/bin/python benchmarks/bench_scale.py [--files 1000,10000] [--burst 1000]
-                                               [--width 1000] [--workers 2]
+        [--width 1000] [--cost-files 20,60,40] [--workers 2] [--only L1,L2,L3,C]
 
 L1 tables of N small files (5 columns, 200 rows each) computed from scratch by the CLI, on
    local disk, each on a fresh Redis: seconds, the coordinator's peak RSS, Redis' peak memory,
@@ -10,9 +10,8 @@ L1 tables of N small files (5 columns, 200 rows each) computed from scratch by t
 L2 a burst of --burst files landing in a bucket whose events go to SQS: `lakestats watch` until
    the published version holds them all: seconds, the watcher's peak RSS, Redis' peak.
 L3 a table of --width int64 columns (20 files x 2,000 rows): compute vs DuckDB SUMMARIZE.
-C  the cost model: per statistic kind, the S3 requests (by method) and step invocations per
-   data file and per version, fitted on one S3 table behind a counting proxy and checked
-   against another table's counts.
+C  the cost model's S3 requests: per statistic kind and method, a x files + b fitted on two
+   S3 tables behind a counting proxy, checked against a third table's counts.
 """
 from __future__ import annotations
 
@@ -240,9 +239,6 @@ def cost(proxy, files: list[int], workers: int) -> None:
             if served or predicted:
                 print(f"C {kind}: {method} {a:.2f} a file + {b:.0f}; predicted for {n2} files "
                       f"{predicted:.0f}, served {served} ({served / max(predicted, 1):.2f})")
-        per_file = runs[n2][kind]["seconds"] * workers / n2
-        print(f"C {kind}: {per_file * 1000:.1f} worker-ms a file ({n2} files of "
-              f"~{len(parquet_bytes(small(0))) / 1024:.0f} KB)", flush=True)
     print("C raw:", json.dumps(runs))
 
 
@@ -251,6 +247,8 @@ def main() -> None:
     p.add_argument("--files", default="1000,10000")
     p.add_argument("--burst", type=int, default=1000)
     p.add_argument("--width", type=int, default=1000)
+    p.add_argument("--cost-files", default="20,60,40",
+                   help="the cost model's tables: fitted on the first two, checked on the third")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--only", default="L1,L2,L3,C")
     args = p.parse_args()
@@ -266,7 +264,7 @@ def main() -> None:
             if "L2" in only:
                 l2(args.burst)
             if "C" in only:
-                cost(proxy, [100, 300, 200], args.workers)
+                cost(proxy, [int(n) for n in args.cost_files.split(",")], args.workers)
         finally:
             proxy.__exit__()
             moto.stop()

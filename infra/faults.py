@@ -59,8 +59,9 @@ class FaultPlan:
 
 @dataclass
 class S3Faults:
-    """Which requests fail: every `every`-th request matching `method` (all if None), at most
-    `limit` in all; `kind` is 503, 500 or "drop"."""
+    """Which requests fail: every `every`-th request matching `method` (all if None; none if
+    `every` is 0), at most `limit` in all; `kind` is 503, 500 or "drop". `served` counts the
+    requests by method."""
     kind: int | str = 503
     every: int = 4
     method: str | None = None
@@ -76,7 +77,7 @@ class S3Faults:
             if self.method not in (None, method):
                 return None
             self.seen += 1
-            if self.seen % self.every or self.injected >= self.limit:
+            if not self.every or self.seen % self.every or self.injected >= self.limit:
                 return None
             self.injected += 1
             return self.kind
@@ -98,7 +99,7 @@ class S3FaultProxy:
 
             def _forward(self) -> None:
                 body = self._body()
-                fault = proxy.faults.decide(self.command) if proxy.faults.every else None
+                fault = proxy.faults.decide(self.command)
                 if fault == "drop":                     # no answer: the client's read fails
                     self.close_connection = True
                     self.connection.shutdown(2)
