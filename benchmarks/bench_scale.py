@@ -36,14 +36,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent))
 from bench_compute import run_duckdb  # noqa: E402
 from bench_freshness import wide  # noqa: E402
+from bench_throughput import SHIM  # noqa: E402
 
 CLI = str(Path(sys.executable).with_name("lakestats"))
-# the command's own peak RSS (wait4): Linux counts a forked parent's RSS into its child's
-SHIM = """import os, subprocess, sys
-child = subprocess.Popen(sys.argv[1:])
-print(child.pid, file=sys.stderr, flush=True)
-_, status, usage = os.wait4(child.pid, 0)
-print(usage.ru_maxrss, file=sys.stderr)"""
 
 
 def small(i: int, rows: int = 200) -> pa.Table:

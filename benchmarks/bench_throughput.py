@@ -52,9 +52,11 @@ def compute_measured(table: Path, workers: int) -> dict:
 
 
 # Linux counts the RSS a process had when it forked into its child's peak: commands run
-# under this small process, which reports their own peak (wait4) on its last stderr line.
+# under this small process, which reports the command's pid on its first stderr line, and its
+# exit code and own peak (wait4) on its last.
 SHIM = """import os, subprocess, sys
 child = subprocess.Popen(sys.argv[1:])
+print(child.pid, file=sys.stderr, flush=True)
 _, status, usage = os.wait4(child.pid, 0)
 print(os.waitstatus_to_exitcode(status), usage.ru_maxrss, file=sys.stderr)"""
 

@@ -69,7 +69,7 @@ def _authenticate() -> None:
 ANSWER_SECONDS = 1.0
 
 
-class OutOfTime(Exception):
+class NoTimeLeft(Exception):
     """Too little of the invocation's time is left to start this record: it goes back to
     the queue (a partial batch failure) for the next invocation."""
 
@@ -122,7 +122,7 @@ def partition_batch(event: dict, context, settings: Settings,
         nonlocal slowest
         left = context.get_remaining_time_in_millis() / 1000
         if left < 1.5 * slowest + ANSWER_SECONDS:
-            raise OutOfTime(f"{left:.1f} s left of the invocation: handed back to the queue")
+            raise NoTimeLeft(f"{left:.1f} s left of the invocation: handed back to the queue")
         started = time.monotonic()
         try:
             found = changes(json.loads(record.body))

@@ -16,6 +16,7 @@ import http.client
 import http.server
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -55,6 +56,14 @@ class FaultPlan:
 
     def fired(self) -> int:
         return len(list(self.path.parent.glob(f"{self.path.name}.*.fired")))
+
+    def wait_fired(self, seconds: float = 60) -> None:
+        """Until a fault has fired (its step is running, for a "before" sleep)."""
+        deadline = time.monotonic() + seconds
+        while not self.fired():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no fault of {self.path} fired within {seconds:g} s")
+            time.sleep(0.05)
 
 
 @dataclass

@@ -70,11 +70,11 @@ def with_sibling_sizes(statistics: pa.Table, directory: Store) -> pa.Table:
 def intact(directory: Store) -> str | None:
     """Why a partition's statistics cannot be trusted (None if they can): a statistics.parquet
     that does not read whole (its pages' checksums included), or a file beside it whose size is
-    not the recorded one (truncated, replaced, missing)."""
+    not the recorded one (truncated, replaced, missing). FileNotFoundError if there are none."""
     try:
         statistics = directory.read_parquet(STATISTICS)
     except FileNotFoundError:
-        return f"{STATISTICS} is missing"
+        raise
     except (OSError, pa.ArrowException) as e:
         return f"{STATISTICS} is corrupt ({e})"
     recorded = json.loads((statistics.schema.metadata or {}).get(schema.SIBLING_SIZES_KEY, b"{}"))

@@ -244,7 +244,7 @@ TRANSIENT = ("Failed to flush response stream", "NETWORK_CONNECTION", "SlowDown"
              "Connection was closed", "timed out", "Read timeout")
 
 
-def is_transient(error: BaseException) -> bool:
+def _is_transient(error: BaseException) -> bool:
     """An object-store error that the same request may not meet again."""
     return isinstance(error, OSError) and any(t in str(error) for t in TRANSIENT)
 
@@ -255,7 +255,7 @@ def _retried(read, attempts: int = READ_ATTEMPTS):
         try:
             return read()
         except OSError as e:
-            if not is_transient(e) or attempt == attempts - 1:
+            if not _is_transient(e) or attempt == attempts - 1:
                 raise
             time.sleep(0.05 * 2 ** attempt)
 

@@ -34,11 +34,9 @@ from fleet.windows import reduction_started
 from metastore import files, histograms, index, membership
 from metastore.layout import FREQUENCIES, HISTOGRAMS, INDEX, STATISTICS, VALUE_INDEX, Layout
 from metastore.manifest import read_manifest, write_manifest
-from metastore.store import DataFile, Store, is_transient
+from metastore.store import DataFile, Store
 from monostore import publish
 
-# attempts at the table-level statistics, when the object store fails transiently
-TABLE_ATTEMPTS = 3
 # added partitions indexed at once: memory holds one batch's statistics, value sets and dicts
 INDEX_BATCH = 1_000
 
@@ -159,17 +157,16 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
                                     "(--allow-partial publishes the others)")
     lease.check("the table-level statistics")
     good = {p: f for p, f in data_files.items() if p not in report.failed}
-    for attempt in range(1, TABLE_ATTEMPTS + 1):
+    while True:
         report.statistic_failures, report.frequencies = [], {}
         try:
             _table_version(layout, good, previous, report, settings, invoker, progress, lease)
             break
         except (OSError, pa.ArrowException) as e:   # what the version wrote is gone
-            if previous is not None and not is_transient(e):
-                previous = None     # the version it started from does not read: from scratch
-            elif not is_transient(e) or attempt == TABLE_ATTEMPTS:
+            if previous is None:
                 raise ComputeFailed(report, f"the table-level statistics failed ({e}); "
                                             "no table version published") from e
+            previous = None         # the version it started from does not read: from scratch
             report.retries += 1
     report.seconds = time.monotonic() - started
     return report
@@ -179,12 +176,13 @@ def _intact(layout: Layout, data_file: DataFile) -> bool:
     """Whether a partition's statistics, written by an earlier compute that did not publish
     them, can be trusted; ones that cannot are deleted, to be computed again."""
     directory = layout.partition(data_file.rel_path, data_file.fingerprint)
-    if not directory.exists(STATISTICS):
-        return False
-    if files.intact(directory) is None:
-        return True
-    directory.delete_dir()
-    return False
+    try:
+        reason = files.intact(directory)
+    except FileNotFoundError:
+        return False                             # never computed
+    if reason is not None:
+        directory.delete_dir()
+    return reason is None
 
 
 def reduce_table(table_uri: str, invoker: Invoker, settings: Settings,

@@ -62,7 +62,7 @@ def faults(stack):
     proxy.faults = S3Faults(every=0)
 
 
-def table_of(root, files: int = 4, rows: int = 3000):
+def day_table(root, files: int = 4, rows: int = 3000):
     for i in range(files):
         write(root / f"day={i}" / "part.parquet", mixed(rows, seed=i))
     return str(root)
@@ -86,7 +86,7 @@ def assert_same(got_root: str, want_root: str) -> None:
 def test_a_killed_worker_is_retried_and_nothing_counts_twice(tmp_path, faults, redis_url, run,
                                                             step, moment):
     plan, _, invoker = faults
-    table = table_of(tmp_path / "t")
+    table = day_table(tmp_path / "t")
     algorithm = ALGORITHMS.get(step.split(".")[1], "auto")
     settings = Settings(redis_url=redis_url, frequencies=FrequencySettings(algorithm=algorithm))
     run(table, stats_root=str(tmp_path / "clean"), frequencies=settings.frequencies)
@@ -100,7 +100,7 @@ def test_a_killed_worker_is_retried_and_nothing_counts_twice(tmp_path, faults, r
 @pytest.mark.parametrize("step", ["ranks.sample", "ranks.scatter", "ranks.merge"])
 def test_a_killed_sort_worker_is_retried(tmp_path, faults, redis_url, run, invoker, step):
     plan, _, fault_invoker = faults
-    table = table_of(tmp_path / "t")
+    table = day_table(tmp_path / "t")
     settings = Settings(redis_url=redis_url)
     run(table)
     clean = compute_ranks(f"{table}/_lakestats", invoker, settings, ["price", "city"])
@@ -114,7 +114,7 @@ def test_a_killed_sort_worker_is_retried(tmp_path, faults, redis_url, run, invok
 def test_a_step_out_of_attempts_fails_naming_it_and_publishes_nothing(tmp_path, faults,
                                                                      redis_url):
     plan, _, invoker = faults
-    table = table_of(tmp_path / "t")
+    table = day_table(tmp_path / "t")
     settings = Settings(redis_url=redis_url, max_attempts=2,
                         frequencies=FrequencySettings(algorithm="low-duplicate"))
     plan.add("frequencies.confirm", "before", times=100)
@@ -169,16 +169,13 @@ def compute_in_background(table: str, invoker, settings: Settings) -> dict:
 
 
 def restart_when_fired(plan: FaultPlan, server: EmbeddedRedis) -> None:
-    deadline = time.monotonic() + 60
-    while not plan.fired():
-        assert time.monotonic() < deadline, "the step never started"
-        time.sleep(0.05)
+    plan.wait_fired()
     server.restart()
 
 
 def test_a_redis_restart_while_partitions_compute_is_survived(tmp_path, faults, own_redis, run):
     plan, _, invoker = faults
-    table = table_of(tmp_path / "t")
+    table = day_table(tmp_path / "t")
     run(table, stats_root=str(tmp_path / "clean"))
     plan.add("partitions.partition_statistics", "before", action="sleep", seconds=2)
     outcome = compute_in_background(table, invoker, Settings(redis_url=own_redis.url))
@@ -191,7 +188,7 @@ def test_a_redis_restart_while_partitions_compute_is_survived(tmp_path, faults, 
 def test_a_redis_restart_between_frequency_steps_fails_naming_the_step(tmp_path, faults,
                                                                        own_redis, run):
     plan, _, invoker = faults
-    table = table_of(tmp_path / "t")
+    table = day_table(tmp_path / "t")
     settings = Settings(redis_url=own_redis.url,
                         frequencies=FrequencySettings(algorithm="low-duplicate"))
     run(table, stats_root=str(tmp_path / "clean"), frequencies=settings.frequencies)
@@ -295,13 +292,10 @@ def cli(*args: str, env: dict | None = None) -> subprocess.Popen:
 
 def test_a_second_compute_waits_for_the_first_or_fails_clearly(tmp_path, faults):
     plan, _, _ = faults
-    table = table_of(tmp_path / "t", files=2, rows=500)
+    table = day_table(tmp_path / "t", files=2, rows=500)
     plan.add("partitions.partition_statistics", "before", action="sleep", seconds=4)
     first = cli("compute", table, "--quiet", "--workers", "1")
-    deadline = time.monotonic() + 60
-    while not plan.fired():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    plan.wait_fired()
     refused = cli("compute", table, "--quiet", "--wait", "0")
     waiting = cli("compute", table, "--json", "--quiet")
     out, err = refused.communicate(timeout=120)
@@ -318,13 +312,10 @@ def test_a_second_compute_waits_for_the_first_or_fails_clearly(tmp_path, faults)
 def test_the_keys_of_a_killed_coordinator_expire(tmp_path, faults, redis_url):
     import redis
     plan, _, _ = faults
-    table = table_of(tmp_path / "t", files=2, rows=500)
+    table = day_table(tmp_path / "t", files=2, rows=500)
     plan.add("partitions.partition_statistics", "before", action="sleep", seconds=30)
     coordinator = cli("compute", table, "--quiet", env={"REDIS_URL": redis_url})
-    deadline = time.monotonic() + 60
-    while not plan.fired():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    plan.wait_fired()
     os.killpg(coordinator.pid, 9)              # the coordinator and its workers
     coordinator.wait()
     r = redis.Redis.from_url(redis_url)
