@@ -57,8 +57,7 @@ def main() -> None:
     state = Path(tempfile.mkdtemp(prefix="lakestats-latency-"))
     stack = local_stack.up(state)         # moto's server and Redis in processes of their own
     endpoint = stack["AWS_ENDPOINT_URL"]
-    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing",
-                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, **local_stack.LOCAL_ACCOUNT)
     s3_client.cache_clear()
     queue = local_stack.wire_bucket(endpoint, "lake", "events")
     s3 = boto3.client("s3")

@@ -2,16 +2,21 @@
 processes), and the cost model checked against the S3 requests the stack served.
 
     .venv/bin/python benchmarks/bench_scale.py [--files 1000,10000] [--burst 1000]
-        [--width 1000] [--cost-files 20,60,40] [--workers 2] [--only L1,L2,L3,C]
+        [--width 1000] [--cost-files 20,60,40] [--workers 2] [--big-files 8]
+        [--only L1,L2,L3,C,G]
 
 L1 tables of N small files (5 columns, 200 rows each) computed from scratch by the CLI, on
    local disk, each on a fresh Redis: seconds, the coordinator's peak RSS, Redis' peak memory,
    and their growth from the first N to the last; DuckDB SUMMARIZE of the same files beside.
 L2 a burst of --burst files landing in a bucket whose events go to SQS: `lakestats watch` until
-   the published version holds them all: seconds, the watcher's peak RSS, Redis' peak.
+   the published version holds them all: seconds, the watcher's peak RSS, Redis' peak; on
+   moto's server or, with --burst-on localstack, on localstack (from .localstack-venv).
 L3 a table of --width int64 columns (20 files x 2,000 rows): compute vs DuckDB SUMMARIZE.
 C  the cost model's S3 requests: per statistic kind and method, a x files + b fitted on two
    S3 tables behind a counting proxy, checked against a third table's counts.
+G  the cost model's compute: TPC-H SF1 lineitem in --big-files files, each statistic kind
+   computed by one worker on local disk: seconds per GB of Parquet, and the Lambda GB-seconds
+   per TB scanned at the template's 2 GB.
 """
 from __future__ import annotations
 
@@ -117,19 +122,10 @@ def l1(work: Path, counts: list[int], workers: int) -> None:
 
 def s3_stack():
     """moto's server, in this process's environment, and a counting proxy in front of it."""
-    import logging
-
-    from moto.server import ThreadedMotoServer
-
     from infra.faults import S3FaultProxy
-    from infra.local_stack import free_port
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)   # a line per request otherwise
-    port = free_port()
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    moto.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing",
-                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    from infra.local_stack import LOCAL_ACCOUNT, moto_in_process
+    moto, endpoint = moto_in_process()
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, **LOCAL_ACCOUNT)
     return moto, S3FaultProxy(endpoint)
 
 
@@ -141,7 +137,7 @@ def upload(bucket: str, prefix: str, files: int) -> None:
                       Body=parquet_bytes(small(i)))
 
 
-def l2(burst: int) -> None:
+def l2(burst: int, stack: str) -> None:
     import boto3
 
     from infra.local_stack import wire_bucket
@@ -153,19 +149,22 @@ def l2(burst: int) -> None:
     sqs = boto3.client("sqs")
 
     def settled() -> bool:
-        attrs = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
-        if int(attrs["ApproximateNumberOfMessages"]) or \
-                int(attrs["ApproximateNumberOfMessagesNotVisible"]):
-            return False
         try:
             return TableStatistics(f"{table}/_lakestats").manifest["partition_count"] == burst
         except Exception:  # noqa: BLE001 - nothing published yet
             return False
     seconds, rss, redis_mb = measured([CLI, "watch", "--queue", queue, "--tables", table,
                                        "--window", "2"], {}, until=settled)
-    print(f"L2 a burst of {burst:,} object events: the version holding them all after "
+    print(f"L2 a burst of {burst:,} object events on {stack}: the version holding them all after "
           f"{seconds:.1f} s ({burst / seconds:.0f} files/s), watcher peak {rss:.0f} MB, "
-          f"Redis peak {redis_mb:.1f} MB", flush=True)
+          f"Redis peak {redis_mb:.1f} MB; {queued(sqs, queue)} messages left in the queue "
+          f"(events of lakestats' own statistics files)", flush=True)
+
+
+def queued(sqs, queue: str) -> int:
+    attrs = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["All"])["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]) + \
+        int(attrs["ApproximateNumberOfMessagesNotVisible"])
 
 
 def l3(work: Path, width: int, workers: int) -> None:
@@ -179,52 +178,85 @@ def l3(work: Path, width: int, workers: int) -> None:
           f"{seconds / duck:.1f}x DuckDB", flush=True)
 
 
-def kinds(proxy, files: int, workers: int) -> dict[str, dict]:
-    """S3 requests by method and seconds of each statistic kind, on a fresh S3 table."""
-    import boto3
-
+def kinds(table: str, workers: int, rank_columns: list[str],
+          served=None) -> dict[str, dict]:
+    """Each statistic kind computed on `table` from scratch, on a fresh Redis: its seconds
+    and, with `served` (the proxy's counter), the S3 requests it made by method."""
     from algorithms.partitions.driver import compute_partitions
     from algorithms.ranks.driver import compute_ranks
     from core.settings import Settings
     from fleet.invokers import make_invoker
     from infra.redis_server import EmbeddedRedis
     from metastore.layout import Layout
-    from metastore.store import Store, s3_client
+    from metastore.store import Store
     from monostore.compute import compute
-    os.environ["AWS_ENDPOINT_URL"] = proxy.url           # its workers count through it too
-    s3_client.cache_clear()
-    bucket = f"cost-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    upload(bucket, "t", files)
-    table = f"s3://{bucket}/t"
     server = EmbeddedRedis().start()
     settings = Settings(redis_url=server.url)
+    served = served if served is not None else {}
     out = {}
     try:
         with make_invoker("local", workers) as invoker:
-            def phase(name, fn):
-                before = dict(proxy.faults.served)
-                started = time.monotonic()
-                fn()
+            for name, run in [
+                    ("partition statistics", lambda: compute_partitions(
+                        invoker, table, Layout.of_table(table), Store(table).list_files(),
+                        settings)),
+                    ("table version (summary, frequencies, histograms)",
+                     lambda: compute(table, invoker, settings)),
+                    (f"exact ranks ({len(rank_columns)} columns)", lambda: compute_ranks(
+                        f"{table}/_lakestats", invoker, settings, rank_columns))]:
+                before, started = dict(served), time.monotonic()
+                run()
                 out[name] = {"seconds": time.monotonic() - started, **{
-                    m: proxy.faults.served[m] - before.get(m, 0) for m in proxy.faults.served}}
-            data = Store(table).list_files()
-            phase("partition statistics", lambda: compute_partitions(
-                invoker, table, Layout.of_table(table), data, settings))
-            phase("table version (summary, frequencies, histograms)",
-                  lambda: compute(table, invoker, settings))
-            phase("exact ranks (2 columns)", lambda: compute_ranks(
-                f"{table}/_lakestats", invoker, settings, ["price", "city"]))
+                    m: served[m] - before.get(m, 0) for m in served}}
     finally:
         server.stop()
+    return out
+
+
+def s3_kinds(proxy, files: int, workers: int) -> dict[str, dict]:
+    """kinds() on a fresh S3 table of `files` small files, counted by the proxy."""
+    import boto3
+
+    from metastore.store import s3_client
+    os.environ["AWS_ENDPOINT_URL"] = proxy.url           # its workers count through it too
+    s3_client.cache_clear()
+    try:
+        bucket = f"cost-{uuid.uuid4().hex[:8]}"
+        boto3.client("s3").create_bucket(Bucket=bucket)
+        upload(bucket, "t", files)
+        proxy.faults.served.clear()
+        return kinds(f"s3://{bucket}/t", workers, ["price", "city"], proxy.faults.served)
+    finally:
         os.environ["AWS_ENDPOINT_URL"] = proxy.target.geturl()
         s3_client.cache_clear()
-    return out
+
+
+def gb_seconds(data_dir: Path, work: Path, files: int) -> None:
+    """Lambda GB-seconds per TB: seconds per GB of Parquet with one worker (so the phase's
+    seconds bound its steps' own), times 2 GB, times 1,000 GB."""
+    from bench_freshness import by_month
+    table = work / f"lineitem-{files}"
+    if not (table / f"part-{files - 1:03d}.parquet").exists():
+        import pyarrow.dataset as ds
+        whole = ds.dataset(by_month(data_dir, 1)).to_table()
+        table.mkdir(parents=True, exist_ok=True)
+        step = -(-whole.num_rows // files)
+        for i in range(files):
+            pq.write_table(whole.slice(i * step, step), table / f"part-{i:03d}.parquet")
+    shutil.rmtree(table / "_lakestats", ignore_errors=True)
+    gb = sum(p.stat().st_size for p in table.glob("*.parquet")) / 1e9
+    print(f"G lineitem SF1 in {files} files of {gb / files * 1000:.0f} MB ({gb:.3f} GB), "
+          f"one worker, local disk:", flush=True)
+    for kind, counts in kinds(str(table), 1, ["l_extendedprice", "l_comment"]).items():
+        seconds = counts["seconds"]
+        per_tb = seconds / gb * 1000 * 2
+        print(f"G {kind}: {seconds:.1f} s, {seconds / gb:.0f} s a GB -> {per_tb:,.0f} "
+              f"GB-seconds a TB at 2 GB (${per_tb * 0.0000166667:.2f})", flush=True)
 
 
 def cost(proxy, files: list[int], workers: int) -> None:
     """Fit requests = a x files + b per kind and method on two sizes; check on a third."""
-    runs = {n: kinds(proxy, n, workers) for n in files}
+    runs = {n: s3_kinds(proxy, n, workers) for n in files}
     (n0, n1), n2 = files[:2], files[2]
     for kind in runs[n0]:
         for method in sorted(set(runs[n0][kind]) - {"seconds"}):
@@ -241,23 +273,33 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--files", default="1000,10000")
     p.add_argument("--burst", type=int, default=1000)
+    p.add_argument("--burst-on", choices=["moto", "localstack"], default="moto")
     p.add_argument("--width", type=int, default=1000)
     p.add_argument("--cost-files", default="20,60,40",
                    help="the cost model's tables: fitted on the first two, checked on the third")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--only", default="L1,L2,L3,C")
+    p.add_argument("--big-files", type=int, default=8, help="G's files (lineitem SF1)")
+    p.add_argument("--data-dir", type=Path, default=ROOT / ".data")
+    p.add_argument("--only", default="L1,L2,L3,C,G")
     args = p.parse_args()
     only = set(args.only.split(","))
     work = Path(tempfile.gettempdir()) / "lakestats-bench-scale"
     work.mkdir(exist_ok=True)
     if "L1" in only:
         l1(work, [int(n) for n in args.files.split(",")], args.workers)
+    if "L2" in only and args.burst_on == "localstack":
+        from infra.local_stack import LOCAL_ACCOUNT
+        from infra.localstack import Localstack, localstack_python
+        with Localstack(localstack_python()) as stack:
+            os.environ.update(AWS_ENDPOINT_URL=stack.endpoint, **LOCAL_ACCOUNT)
+            l2(args.burst, "localstack")
+        only.discard("L2")
     if only & {"L2", "C"}:
         moto, proxy = s3_stack()
         proxy.__enter__()
         try:
             if "L2" in only:
-                l2(args.burst)
+                l2(args.burst, "moto")
             if "C" in only:
                 cost(proxy, [int(n) for n in args.cost_files.split(",")], args.workers)
         finally:
@@ -265,6 +307,8 @@ def main() -> None:
             moto.stop()
     if "L3" in only:
         l3(work, args.width, args.workers)
+    if "G" in only:
+        gb_seconds(args.data_dir, work, args.big_files)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,21 @@ from pathlib import Path
 from infra.redis_server import redis_server_binary
 
 STATE = Path(".lakestats-local")
+# the only fake: an account that the local stack accepts
+LOCAL_ACCOUNT = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def moto_in_process():
+    """moto's S3+SQS server in this process, on a free loopback port: (server, endpoint)."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)   # a line per request otherwise
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    return server, f"http://127.0.0.1:{port}"
 
 
 def free_port() -> int:
@@ -76,8 +91,9 @@ def up(state: Path = STATE, bucket: str | None = None, queue: str = "lakestats-e
 def wire_bucket(endpoint: str, bucket: str, queue: str, region: str = "us-east-1") -> str:
     """A bucket whose object events go to an SQS queue; returns the queue URL."""
     import boto3
-    kwargs = dict(endpoint_url=endpoint, region_name=region, aws_access_key_id="testing",
-                  aws_secret_access_key="testing")
+    kwargs = dict(endpoint_url=endpoint, region_name=region,
+                  aws_access_key_id=LOCAL_ACCOUNT["AWS_ACCESS_KEY_ID"],
+                  aws_secret_access_key=LOCAL_ACCOUNT["AWS_SECRET_ACCESS_KEY"])
     s3, sqs = boto3.client("s3", **kwargs), boto3.client("sqs", **kwargs)
     s3.create_bucket(Bucket=bucket)
     url = sqs.create_queue(QueueName=queue)["QueueUrl"]
@@ -106,8 +122,7 @@ def down(state: Path = STATE) -> int:
 
 def exports(info: dict) -> str:
     lines = [f"export AWS_ENDPOINT_URL={info['AWS_ENDPOINT_URL']}",
-             "export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing "
-             "AWS_DEFAULT_REGION=us-east-1",
+             "export " + " ".join(f"{k}={v}" for k, v in LOCAL_ACCOUNT.items()),
              f"export REDIS_URL={info['REDIS_URL']}"]
     if "QUEUE_URL" in info:
         lines.append(f"# lakestats watch --queue {info['QUEUE_URL']} --tables s3://BUCKET/TABLE")

@@ -119,14 +119,12 @@ class Store:
         """One file's listing entry, as list_files gives it (None if there is no such file):
         one HEAD request on S3."""
         if self.is_s3:
-            from botocore.exceptions import ClientError
             try:
-                head = s3_client().head_object(Bucket=self.bucket,
-                                               Key=f"{self.prefix}/{rel_path}".lstrip("/"))
-            except ClientError as e:
-                if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                    return None
+                head = _retried(lambda: _head(*self._key(rel_path)))
+            except OSError as e:
                 raise StoreError(f"{self.uri_of(rel_path)}: {e}") from e
+            if head is None:
+                return None
             return DataFile(rel_path, head["ContentLength"], head["ETag"].strip('"'))
         info = self.fs.get_file_info(self.path(rel_path))
         if info.type != pafs.FileType.File:
@@ -134,15 +132,28 @@ class Store:
         return DataFile(rel_path, info.size, str(info.mtime_ns))
 
     def size(self, *parts: str) -> int | None:
-        """A file's size (None if there is no such file)."""
+        """A file's size (None if there is no such file): one HEAD on S3 (Arrow's adds a
+        LIST when the key is missing, to tell a directory)."""
+        if self.is_s3:
+            head = _retried(lambda: _head(*self._key(*parts)))
+            return None if head is None else head["ContentLength"]
         info = self.fs.get_file_info(self.path(*parts))
         return info.size if info.type == pafs.FileType.File else None
 
     def exists(self, *parts: str) -> bool:
-        return self.fs.get_file_info(self.path(*parts)).type == pafs.FileType.File
+        return self.size(*parts) is not None
 
-    # reads retry transient S3 errors themselves: Arrow's client does not retry them all
+    def _key(self, *parts: str) -> tuple[str, str]:
+        bucket, _, key = self.path(*parts).partition("/")
+        return bucket, key
+
+    # reads retry transient S3 errors themselves: Arrow's client does not retry them all, and
+    # botocore does not retry a body whose reading fails. On S3 they are boto3 GETs: a GET
+    # answers with the object's size, so no read needs a HEAD first
     def read_bytes(self, *parts: str) -> bytes:
+        if self.is_s3:
+            return _retried(lambda: _get(*self._key(*parts))[0])
+
         def read() -> bytes:
             with self.fs.open_input_stream(self.path(*parts)) as f:
                 return f.read()
@@ -150,15 +161,17 @@ class Store:
 
     def read_range(self, offset: int, length: int, *parts: str) -> bytes:
         """`length` bytes from `offset` (one ranged GET on S3)."""
-        def read() -> bytes:
-            with self.fs.open_input_file(self.path(*parts)) as f:
-                return f.read_at(length, offset)
-        return _retried(read)
+        if self.is_s3:
+            return _retried(lambda: _get(*self._key(*parts),
+                                         f"bytes={offset}-{offset + length - 1}")[0])
+        with self.fs.open_input_file(self.path(*parts)) as f:
+            return f.read_at(length, offset)
 
     def open_input(self, *parts: str):
-        """A file to read by ranges (each range retried, on S3)."""
+        """A file to read by ranges (on S3: opened by one GET of its tail, which holds a
+        small file whole; each further range one GET, retried)."""
         if self.is_s3:
-            return pa.PythonFile(_RetryingFile(self.fs, self.path(*parts)), mode="r")
+            return pa.PythonFile(_S3Object(*self._key(*parts)), mode="r")
         return self.fs.open_input_file(self.path(*parts))
 
     def write_bytes(self, data: bytes, *parts: str) -> None:
@@ -241,7 +254,11 @@ class Store:
 READ_ATTEMPTS = 5
 TRANSIENT = ("Failed to flush response stream", "NETWORK_CONNECTION", "SlowDown",
              "InternalError", "INTERNAL_FAILURE", "ServiceUnavailable", "Connection reset",
-             "Connection was closed", "timed out", "Read timeout")
+             "Connection was closed", "timed out", "Read timeout", "response stream",
+             "Could not connect")
+# a Parquet reader's speculative footer read: the first GET of a file asks for this much of
+# its end, so a small statistics file is read whole in one request
+TAIL = 64 * 1024
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -260,12 +277,53 @@ def _retried(read, attempts: int = READ_ATTEMPTS):
             time.sleep(0.05 * 2 ** attempt)
 
 
-class _RetryingFile(io.RawIOBase):
-    """An S3 object read by ranges, each range retried on transient errors."""
+@contextlib.contextmanager
+def _s3_errors(bucket: str, key: str):
+    """botocore's errors as Arrow's are: OSError, FileNotFoundError for a missing object."""
+    from botocore.exceptions import BotoCoreError, ClientError
+    try:
+        yield
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            raise FileNotFoundError(f"s3://{bucket}/{key}: no such object") from e
+        raise OSError(f"s3://{bucket}/{key}: {e}") from e
+    except BotoCoreError as e:
+        raise OSError(f"s3://{bucket}/{key}: {e}") from e
 
-    def __init__(self, fs: pafs.FileSystem, path: str):
-        self._file = _retried(lambda: fs.open_input_file(path))
-        self._size, self._pos = self._file.size(), 0
+
+def _get(bucket: str, key: str, byte_range: str | None = None) -> tuple[bytes, int]:
+    """One GET, of a byte range if given: the bytes, and the object's size."""
+    from botocore.exceptions import ClientError
+    with _s3_errors(bucket, key):
+        try:
+            reply = s3_client().get_object(Bucket=bucket, Key=key,
+                                           **({"Range": byte_range} if byte_range else {}))
+        except ClientError as e:       # the tail of an empty object is not satisfiable
+            if e.response.get("Error", {}).get("Code") == "InvalidRange" and \
+                    (byte_range or "").startswith("bytes=-"):
+                return b"", 0
+            raise
+        size = reply.get("ContentRange", "").rpartition("/")[2]
+        return reply["Body"].read(), int(size or reply["ContentLength"])
+
+
+def _head(bucket: str, key: str) -> dict | None:
+    """One HEAD: the object's metadata, None if there is no such object."""
+    try:
+        with _s3_errors(bucket, key):
+            return s3_client().head_object(Bucket=bucket, Key=key)
+    except FileNotFoundError:
+        return None
+
+
+class _S3Object(io.RawIOBase):
+    """An S3 object read by ranges: opened by one GET of its last TAIL bytes (the size comes
+    with them, and the Parquet footer, or the whole of a small file), then a GET a range."""
+
+    def __init__(self, bucket: str, key: str):
+        self._bucket, self._key = bucket, key
+        self._tail, self._size = _retried(lambda: _get(bucket, key, f"bytes=-{TAIL}"))
+        self._tail_at, self._pos = self._size - len(self._tail), 0
 
     def readable(self) -> bool:
         return True
@@ -281,9 +339,17 @@ class _RetryingFile(io.RawIOBase):
         return self._pos
 
     def read(self, size: int = -1) -> bytes:
-        left = self._size - self._pos
-        size = left if size is None or size < 0 else min(size, left)
-        data = _retried(lambda: self._file.read_at(size, self._pos)) if size > 0 else b""
+        start = self._pos
+        end = self._size if size is None or size < 0 else min(start + size, self._size)
+        if end <= start:
+            return b""
+        head = b""
+        if start < self._tail_at:              # the part before the tail, from S3
+            upto = min(end, self._tail_at)
+            head = _retried(lambda: _get(self._bucket, self._key,
+                                         f"bytes={start}-{upto - 1}")[0])
+        data = head + self._tail[max(start, self._tail_at) - self._tail_at:
+                                 max(end, self._tail_at) - self._tail_at]
         self._pos += len(data)
         return data
 
@@ -291,9 +357,17 @@ class _RetryingFile(io.RawIOBase):
 
 
 def s3_filesystem() -> pafs.S3FileSystem:
+    """Arrow's S3 filesystem at botocore's endpoint and region, one per process and endpoint."""
     meta = s3_client().meta
-    kwargs = {"region": meta.region_name or "us-east-1"}
-    endpoint = urlparse(meta.endpoint_url)
+    return _s3_filesystem(meta.region_name or "us-east-1", meta.endpoint_url)
+
+
+@functools.lru_cache(maxsize=None)
+def _s3_filesystem(region: str, endpoint_url: str) -> pafs.S3FileSystem:
+    # delayed open: an output stream closed before its first part is one PUT, not a
+    # multipart upload's three requests
+    kwargs = {"region": region, "allow_delayed_open": True}
+    endpoint = urlparse(endpoint_url)
     if not (endpoint.hostname or "").endswith(".amazonaws.com"):
         kwargs.update(endpoint_override=endpoint.netloc, scheme=endpoint.scheme or "https")
     return pafs.S3FileSystem(**kwargs)
@@ -302,6 +376,7 @@ def s3_filesystem() -> pafs.S3FileSystem:
 @functools.lru_cache(maxsize=None)
 def s3_client():
     """One client per process (its endpoint is resolved once: cache_clear() after changing
-    the AWS configuration)."""
+    the AWS configuration), with a connection for each of the threads that read side by side."""
     import boto3
-    return boto3.client("s3")
+    from botocore.config import Config
+    return boto3.client("s3", config=Config(max_pool_connections=32))

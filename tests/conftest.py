@@ -2,7 +2,6 @@
 one localstack when a test asks for it."""
 from __future__ import annotations
 
-import logging
 import os
 import sys
 
@@ -10,7 +9,7 @@ import pytest
 
 from core.settings import PartitionSettings, Settings
 from fleet.invokers.local import LocalInvoker
-from infra.local_stack import free_port
+from infra.local_stack import LOCAL_ACCOUNT, moto_in_process
 from infra.localstack import VENV, Localstack, localstack_python
 from infra.redis_server import EmbeddedRedis
 from metastore.store import s3_client
@@ -27,16 +26,9 @@ def redis_url():
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """moto's S3 server on loopback; set in the environment before any worker process spawns."""
-    from moto.server import ThreadedMotoServer
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)   # one log line per request
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID",
-                                            "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing",
-                      AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    server, endpoint = moto_in_process()
+    saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", *LOCAL_ACCOUNT)}
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, **LOCAL_ACCOUNT)
     s3_client.cache_clear()
     yield endpoint
     server.stop()

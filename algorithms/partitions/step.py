@@ -5,7 +5,7 @@ from algorithms.partitions import kernel
 from core.settings import PartitionSettings
 from fleet.protocol import PARTITION_STATISTICS, PartitionResult, PartitionTask, StepEvent
 from metastore.layout import STATISTICS, Layout
-from metastore.store import DataFile, Store, s3_client
+from metastore.store import Store
 
 
 def partition_statistics(event: StepEvent) -> PartitionResult:
@@ -27,14 +27,9 @@ def statistics_of_object(table: str, rel_path: str, layout: Layout,
     is only a hint (events come late, twice, out of order): the object is looked at (HEAD)
     and its content's statistics go to the directory of its fingerprint, which makes a
     duplicate event cost one HEAD."""
-    bucket, key = Store(table).path(rel_path).split("/", 1)
-    try:
-        head = s3_client().head_object(Bucket=bucket, Key=key)
-    except s3_client().exceptions.ClientError as e:
-        if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return PartitionResult(rel_path, "", "gone")
-        raise
-    data_file = DataFile(rel_path, head["ContentLength"], head["ETag"].strip('"'))
+    data_file = Store(table).data_file(rel_path)
+    if data_file is None:
+        return PartitionResult(rel_path, "", "gone")
     out = layout.partition(rel_path, data_file.fingerprint)
     if out.exists(STATISTICS):
         return PartitionResult(rel_path, data_file.fingerprint, "ok", reused=True)

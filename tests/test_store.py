@@ -1,0 +1,67 @@
+"""The object store's S3 reads, counted by the proxy in front of moto's server: a small
+statistics file is one GET and no HEAD, ranges across the prefetched tail are exact, a
+missing object is FileNotFoundError, and a small Parquet output stream is one PUT."""
+from __future__ import annotations
+
+import uuid
+
+import boto3
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from infra.faults import S3FaultProxy
+from metastore.store import TAIL, Store, s3_client
+
+
+@pytest.fixture
+def counted(s3_endpoint, monkeypatch):
+    """A fresh bucket's Store and the proxy's per-method counter, reset before the test."""
+    with S3FaultProxy(s3_endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        s3_client.cache_clear()
+        bucket = f"store-{uuid.uuid4().hex[:8]}"
+        boto3.client("s3").create_bucket(Bucket=bucket)
+        proxy.faults.served.clear()
+        yield Store(f"s3://{bucket}/t"), proxy.faults.served
+    s3_client.cache_clear()
+
+
+def counts(served) -> dict:
+    out = dict(served)
+    served.clear()
+    return out
+
+
+def test_small_files_are_one_request(counted):
+    store, served = counted
+    table = pa.table({"a": np.arange(1000), "s": [f"é{i}" for i in range(1000)]})
+    store.write_parquet(table, "small.parquet")
+    with store.parquet_writer("streamed.parquet", table.schema) as writer:
+        writer.write_table(table)
+    assert counts(served) == {"PUT": 2}            # no multipart upload for a small stream
+    assert store.read_parquet("small.parquet").equals(table)
+    assert store.read_parquet("streamed.parquet", columns=["s"]).equals(table.select(["s"]))
+    assert counts(served) == {"GET": 2}
+    assert store.size("small.parquet") > 0 and store.size("absent") is None
+    assert counts(served) == {"HEAD": 2}           # no LIST to tell a directory
+
+
+def test_ranges_across_the_tail_and_missing_objects(counted):
+    store, served = counted
+    data = np.random.default_rng(0).bytes(3 * TAIL + 123)
+    store.write_bytes(data, "blob")
+    store.write_bytes(b"", "empty")
+    with store.open_input("blob") as f:
+        for start, size in [(0, 10), (len(data) - TAIL - 5, 20), (len(data) - 7, 100),
+                            (TAIL, 2 * TAIL), (5, None)]:
+            f.seek(start)
+            assert f.read(size) == data[start:None if size is None else start + size]
+    assert store.read_range(TAIL - 1, 3, "blob") == data[TAIL - 1:TAIL + 2]
+    assert store.read_bytes("blob") == data and store.read_bytes("empty") == b""
+    with store.open_input("empty") as f:
+        assert f.read() == b""
+    for read in (lambda: store.read_bytes("absent"), lambda: store.open_input("absent"),
+                 lambda: store.read_parquet("absent")):
+        with pytest.raises(FileNotFoundError, match="absent"):
+            read()
