@@ -113,6 +113,7 @@ class PartitionTask:
     max_bins: int
     bloom_min_distinct: int
     statistics: tuple[str, ...] = ()        # user-defined statistics' plugins (core.udf)
+    reading: tuple[str, ...] = ()           # how a table format's file is read (formats.rows)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from core import settings as defaults
+from formats import FORMATS
 
 EXIT_USAGE = 2
 COMPUTE_EXITS = """exit status:
@@ -40,7 +41,8 @@ def parser() -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_text, description=help_text, epilog=epilog,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         c.add_argument("table", metavar="TABLE",
-                       help="a local directory or s3://bucket/prefix of Parquet files")
+                       help="a table root, local or s3://bucket/prefix: a directory of Parquet "
+                            "files, or an Iceberg, Delta or Hudi table")
         c.add_argument("--stats-root", metavar="URI",
                        help="where statistics live (default: TABLE/_lakestats)")
         c.add_argument("--json", action="store_true", help="machine-readable output")
@@ -102,7 +104,28 @@ def parser() -> argparse.ArgumentParser:
                         "(lakestats where, and = / IN pruning); 'auto' stands for every "
                         "low-distinct column, 'none' for none (default: auto)")
 
+    c.add_argument("--format", choices=["auto", *FORMATS], default="auto",
+                   help="the table's format (default auto: Hudi if TABLE/.hoodie holds "
+                        "hoodie.properties, Delta if TABLE/_delta_log exists, Iceberg if "
+                        "TABLE/metadata holds *.metadata.json, else a directory of Parquet files)")
+    c.add_argument("--snapshot", metavar="ID",
+                   help="the snapshot to describe: an Iceberg snapshot id, a Delta version or "
+                        "a Hudi instant (default: the current one); the version published "
+                        "becomes the table's, and show --snapshot ID finds it later")
+    c.add_argument("--as-of", metavar="TIMESTAMP",
+                   help="the snapshot current at this ISO 8601 time (e.g. 2026-11-01T12:00:00Z)")
+    c.add_argument("--catalog", metavar="URI",
+                   help="find the Iceberg table in this catalog (sqlite:///cat.db or "
+                        "postgresql://... for a SQL catalog, http(s):// for a REST one; with "
+                        "--table-name) instead of from TABLE/metadata")
+    c.add_argument("--table-name", metavar="NS.NAME", help="the table's name in --catalog")
+    c.add_argument("--catalog-name", metavar="NAME", default="default",
+                   help="the name --catalog registers its tables under (default: default)")
+
     c = table_command("show", "show the table's (or one partition's) statistics")
+    c.add_argument("--snapshot", metavar="ID",
+                   help="as of a table format's snapshot (Iceberg snapshot id, Delta version, "
+                        "Hudi instant) that lakestats compute --snapshot described")
     c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
     c.add_argument("--columns", metavar="a,b", help="only these columns")
 

@@ -65,6 +65,8 @@ def _stats_root(args) -> str:
 
 def _open(args):
     from metastore.reader import TableStatistics
+    if getattr(args, "snapshot", None):
+        return TableStatistics.of_snapshot(_stats_root(args), args.snapshot)
     return TableStatistics(_stats_root(args))
 
 
@@ -92,11 +94,15 @@ def _coordinator(args, name: str = "local"):
 def cmd_compute(args) -> int:
     with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
             _coordinator(args, args.invoker) as (settings, invoker):
+        from formats import Selection
         from monostore.compute import ComputeFailed, compute
         try:
             report = compute(args.table, invoker, settings, stats_root=args.stats_root,
                              progress=progress, notice=lambda message: print(
-                                 f"lakestats: {message}", file=sys.stderr, flush=True))
+                                 f"lakestats: {message}", file=sys.stderr, flush=True),
+                             selection=Selection(args.format, args.snapshot, args.as_of,
+                                                 args.catalog, args.table_name,
+                                                 args.catalog_name))
         except ComputeFailed as e:
             report, failure = e.report, str(e)
         else:
@@ -304,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _is_ours(e: Exception) -> bool:
     return type(e).__module__.split(".")[0] in (
-        "core", "metastore", "fleet", "algorithms", "monostore", "functions", "infra", "pruning")
+        "core", "metastore", "fleet", "algorithms", "monostore", "functions", "infra", "pruning",
+        "formats")
 
 
 if __name__ == "__main__":

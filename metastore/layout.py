@@ -1,4 +1,5 @@
-"""Where everything lives under a statistics root (by default <table>/_lakestats):
+"""Where everything lives under a statistics root (by default <table>/_lakestats, and
+<table>/.hoodie/lakestats in a Hudi table):
 
     partitions/<rel_path>/<fingerprint>/  one data file's statistics, files below; its
                                           statistics.parquet is written last and marks the
@@ -22,6 +23,9 @@ MANIFEST, LATEST, INDEX = "manifest.json", "LATEST", "partitions.parquet"
 VALUE_INDEX = "value_index.parquet"
 BLOOMS = "blooms.bin"          # the Bloom filters of the partitions a version added
 STATS_DIR = "_lakestats"       # hidden from the table's data files by its leading underscore
+# in a Hudi table: hudi-rs takes files below the root for base files (a non-partitioned
+# table's, or a partition's when it walks the partition directories) and fails on ours
+HUDI_STATS_DIR = ".hoodie/lakestats"
 
 
 class Layout:
@@ -33,7 +37,11 @@ class Layout:
 
     @classmethod
     def of_table(cls, table_uri: str, stats_root: str | None = None) -> Layout:
-        return cls(stats_root or Store(table_uri).uri_of(STATS_DIR))
+        if stats_root:
+            return cls(stats_root)
+        table = Store(table_uri)
+        hudi = table.exists(".hoodie", "hoodie.properties")
+        return cls(table.uri_of(HUDI_STATS_DIR if hudi else STATS_DIR))
 
     def partition(self, rel_path: str, fingerprint: str) -> Store:
         return self.root.child("partitions", rel_path, fingerprint)

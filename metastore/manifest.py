@@ -12,7 +12,12 @@ manifest.json: {"version": "v000003", "created": ISO 8601, "table": table URI,
                 "files": {name: bytes} of the version's files, as written}
                 The partitions themselves are in the version's partition index
                 (partitions.parquet, metastore.index), read only by lookups that need them.
+                "format": parquet | iceberg | delta | hudi, "snapshot": the table format's
+                snapshot the version describes (Iceberg snapshot id, Delta version, Hudi
+                instant; null for a plain directory), "snapshot_ms": its commit time,
+                "inexact": {rel_path: why} files whose deletes were not applied
 LATEST:        {"version": "v000003"}
+snapshots/<snapshot>.json   {"version": ...}: the version that describes a format's snapshot
 
 Without LATEST (lost, deleted), or when the manifest it names is gone, the newest version
 with a manifest is the published one: a manifest is written after every other file of its
@@ -78,6 +83,18 @@ def read_manifest(layout: Layout, version: str | None = None) -> dict | None:
 
 def write_manifest(layout: Layout, manifest: dict) -> None:
     layout.version(manifest["version"]).write_bytes(dumps(manifest), MANIFEST)
+
+
+def point_snapshot(layout: Layout, snapshot: str, version: str) -> None:
+    layout.root.write_bytes(dumps({"version": version}), "snapshots", f"{snapshot}.json")
+
+
+def snapshot_version(layout: Layout, snapshot: str) -> str | None:
+    """The version that describes a table format's snapshot (None if none was computed)."""
+    try:
+        return json.loads(layout.root.read_bytes("snapshots", f"{snapshot}.json"))["version"]
+    except FileNotFoundError:
+        return None
 
 
 def point_latest(layout: Layout, version: str) -> None:

@@ -14,7 +14,7 @@ from core import quantiles, schema
 from core import types as ty
 from metastore import files, histograms, index, value_index
 from metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
-from metastore.manifest import read_manifest
+from metastore.manifest import read_manifest, snapshot_version
 from metastore.store import Store
 
 
@@ -39,6 +39,15 @@ class TableStatistics:
         if "partition_count" not in self.manifest:
             raise StatisticsNotFound(f"{stats_root}: version {self.version} was written by an "
                                      "older lakestats (run lakestats compute to publish anew)")
+
+    @classmethod
+    def of_snapshot(cls, stats_root: str, snapshot: str) -> TableStatistics:
+        """The version that describes a table format's snapshot."""
+        version = snapshot_version(Layout(stats_root), snapshot)
+        if version is None:
+            raise NotPublished(f"{stats_root}: no statistics of snapshot {snapshot} (run "
+                               f"lakestats compute TABLE --snapshot {snapshot})")
+        return cls(stats_root, version)
 
     def partition_index(self, columns: list[str] | None = None,
                         base: list[str] | None = None) -> pa.Table:
@@ -145,7 +154,8 @@ class TableStatistics:
     def summary(self, partition: str | None = None, columns: list[str] | None = None) -> dict:
         """The object `lakestats show --json` prints."""
         table = self.statistics(partition, columns, sketches=False)
-        out = {"version": self.version}
+        out = {"version": self.version, "format": self.manifest.get("format", "parquet"),
+               "snapshot": self.manifest.get("snapshot")}
         if partition is None:
             out.update(row_count=self.manifest["row_count"],
                        partitions=self.manifest["partition_count"],

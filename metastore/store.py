@@ -13,7 +13,7 @@ import io
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import unquote, urlparse
 
@@ -31,14 +31,21 @@ class DataFile:
     rel_path: str      # path relative to the table root, '/'-separated
     size: int
     etag: str          # S3 ETag, or the local file's mtime in ns
+    # a table format's partition values (formats), else the path's Hive-style ones
+    partition: tuple[tuple[str, str | None], ...] | None = field(default=None, compare=False)
+    # how a table format's file is read (formats.rows): () for the file as it is
+    reading: tuple[str, ...] = field(default=(), compare=False)
 
     @cached_property
     def fingerprint(self) -> str:
         return hashlib.sha1(f"{self.size}:{self.etag}".encode()).hexdigest()[:16]
 
     @property
-    def partition_values(self) -> dict[str, str]:
-        """Hive-style directory values: a/year=2024/m=1/f.parquet -> {year: 2024, m: 1}."""
+    def partition_values(self) -> dict[str, str | None]:
+        """The format's values, else Hive-style directory values: a/year=2024/m=1/f.parquet
+        -> {year: 2024, m: 1}."""
+        if self.partition is not None:
+            return dict(self.partition)
         parts = self.rel_path.split("/")[:-1]
         return {k: unquote(v) for k, _, v in (p.partition("=") for p in parts if "=" in p)}
 

@@ -31,9 +31,10 @@ from core.settings import Settings
 from fleet.fanout import Progress
 from fleet.invokers import Invoker
 from fleet.windows import reduction_started
+from formats import Selection, Snapshot, open_snapshot
 from metastore import files, histograms, index, membership
 from metastore.layout import FREQUENCIES, HISTOGRAMS, INDEX, STATISTICS, VALUE_INDEX, Layout
-from metastore.manifest import read_manifest, write_manifest
+from metastore.manifest import point_snapshot, read_manifest, write_manifest
 from metastore.store import DataFile, Store
 from monostore import publish
 
@@ -56,6 +57,7 @@ class Report:
     # user-defined statistics that failed on a computed partition (the others are published)
     statistic_failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    snapshot: dict = field(default_factory=dict)   # formats.Snapshot.describe()
 
     def as_json(self) -> dict:
         return {"table": self.table, "version": self.version, "published": self.published,
@@ -63,7 +65,7 @@ class Report:
                 "removed": self.removed, "failed": len(self.failed),
                 "failures": self.failed, "retries": self.retries,
                 "frequencies": self.frequencies,
-                "statistic_failures": self.statistic_failures,
+                "statistic_failures": self.statistic_failures, **self.snapshot,
                 "seconds": round(self.seconds, 3)}
 
 
@@ -107,8 +109,9 @@ class _Previous:
 def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
             stats_root: str | None = None, progress: Progress | None = None,
             notice: Callable[[str], None] | None = None,
-            deadline: float | None = None) -> Report:
-    """A new version of the table's statistics, computing only what changed. Needs
+            deadline: float | None = None, selection: Selection = Selection()) -> Report:
+    """A new version of the statistics of the table's `selection` (its format and snapshot;
+    by default the current snapshot of the format found), computing only what changed. Needs
     settings.redis_url. Holds the table's compute lock (`notice` hears why it waits); gives
     up before the table-level work, or before publication, once past `deadline`
     (time.monotonic)."""
@@ -117,13 +120,15 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
     layout = Layout.of_table(table_uri, stats_root)
     with publish.computing(layout, settings.redis_url, settings.lock_wait, notice,
                            deadline) as lease:
-        return _compute(table_uri, layout, invoker, settings, progress, lease, started)
+        return _compute(table_uri, layout, invoker, settings, progress, lease, started,
+                        open_snapshot(table_uri, selection))
 
 
 def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Settings,
-             progress: Progress | None, lease: publish.Lease, started: float) -> Report:
-    report = Report(table_uri)
-    data_files = {f.rel_path: f for f in Store(table_uri).list_files()}
+             progress: Progress | None, lease: publish.Lease, started: float,
+             snapshot: Snapshot) -> Report:
+    report = Report(table_uri, snapshot=snapshot.describe())
+    data_files = {f.rel_path: f for f in snapshot.files}
     manifest = read_manifest(layout)
     # other partition settings: every partition is computed again
     resettled = manifest is not None and manifest["settings"]["partition"] \
@@ -145,6 +150,8 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
         report.version = previous.manifest["version"]
         report.row_count = previous.manifest["row_count"]
         report.seconds = time.monotonic() - started
+        if snapshot.id is not None:              # the same files in another snapshot
+            point_snapshot(layout, snapshot.id, report.version)
         return report                            # the published version is current
 
     report.failed, report.retries = compute_partitions(
@@ -343,6 +350,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             "partition_count": new_index.num_rows,
             "schema": files.encode_schema(table_stats.schema),
             "missing": dict(report.failed), "settings": settings.recorded(),
+            **report.snapshot,
             "frequency_lists": lists, "sketches_stale": sketches_stale,
             "value_index": indexed, "files": {name: size for name in (
                 STATISTICS, HISTOGRAMS, INDEX, FREQUENCIES, VALUE_INDEX)
@@ -358,6 +366,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         report.version = other
         return
     report.version, report.published, report.row_count = version, True, table_stats.row_count
+    if report.snapshot["snapshot"] is not None:
+        point_snapshot(layout, report.snapshot["snapshot"], version)
     # partition statistics of files since changed or removed are no longer referenced
     for path in removed:
         layout.partition(path, kept[path]["fingerprint"]).delete_dir()

@@ -16,7 +16,7 @@ from fleet import protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["lakestats", "spark_bridge", "functions", "monostore", "pruning", "infra",
-            "algorithms", "fleet", "metastore", "core"]
+            "algorithms", "fleet", "formats", "metastore", "core"]
 ENTRY_POINTS = ("lakestats", "spark_bridge", "functions")
 
 

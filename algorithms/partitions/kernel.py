@@ -17,6 +17,8 @@ from algorithms.partitions.column_stats import ColumnStats
 from core import udf
 from core.batching import runs
 from core.settings import PartitionSettings
+from formats import FormatError
+from formats.rows import kept_mask, open_rows
 from metastore import files, histograms
 from metastore.layout import STATISTICS
 from metastore.store import Store
@@ -38,12 +40,13 @@ class PartitionStats:
     row_count: int
 
 
-def compute(table: Store, rel_path: str,
-            settings: PartitionSettings = PartitionSettings()) -> PartitionStats:
+def compute(table: Store, rel_path: str, settings: PartitionSettings = PartitionSettings(),
+            reading: tuple[str, ...] = ()) -> PartitionStats:
+    """`reading`: how a table format's file is read (formats.rows), e.g. with its deletes."""
     # Bad data fails this partition for good (PartitionError); other I/O errors propagate, and
     # the coordinator retries them as it retries any failed invocation.
     try:
-        parquet = table.open_parquet(rel_path, whole=True)
+        parquet, deleted = open_rows(table, rel_path, reading)
         data_schema = parquet.schema_arrow
     except FileNotFoundError as e:
         raise PartitionError(f"{rel_path}: file not found") from e
@@ -51,12 +54,14 @@ def compute(table: Store, rel_path: str,
         raise PartitionError(f"{rel_path}: not readable ({e})") from e
     except pa.ArrowInvalid as e:
         raise PartitionError(f"{rel_path}: not a readable Parquet file ({e})") from e
+    except FormatError as e:
+        raise PartitionError(f"{rel_path}: {e}") from e
     statistics = udf.load(settings.statistics)
     rows, frequencies, binned, failed = [], [], [], {}
     for batch in _column_batches(parquet, data_schema):
         fields = [data_schema.field(k) for k in batch]
         for field, (row, counts, histogram, errors) in _columns(parquet, fields, settings,
-                                                                 statistics, rel_path):
+                                                                 statistics, rel_path, deleted):
             rows.append(row)
             for name, error in errors.items():
                 failed.setdefault(name, {})[field.name] = error
@@ -64,7 +69,8 @@ def compute(table: Store, rel_path: str,
                 frequencies.append((field.name, counts))
             if histogram is not None:
                 binned.append((field.name, field.type, histogram))
-    row_count = parquet.metadata.num_rows
+    row_count = parquet.metadata.num_rows - (0 if deleted is None else int(np.count_nonzero(
+        deleted < parquet.metadata.num_rows)))
     return PartitionStats(files.statistics_table(rows, data_schema, row_count, statistics,
                                                  failed),
                           files.frequencies_table(frequencies),
@@ -96,17 +102,22 @@ def _top_level(path: str, top: dict[str, int]) -> int:
 
 
 def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: PartitionSettings,
-             statistics: list[udf.Statistic], rel_path: str
+             statistics: list[udf.Statistic], rel_path: str, deleted: np.ndarray | None = None
              ) -> Iterator[tuple[pa.Field, tuple]]:
     """Each of the fields with its statistics row, value counts, histogram and the errors
-    of user-defined statistics."""
+    of user-defined statistics; rows at the `deleted` positions are left out."""
     stats = [ColumnStats(f.name, f.type, settings.max_bins, settings.bloom_min_distinct,
                          statistics) for f in fields]
     field = None
     try:        # not OSError: retried
+        start = 0
         for group in range(parquet.num_row_groups):
             field = None               # a read error names no column unless one is read alone
             table = parquet.read_row_group(group, columns=[f.name for f in fields])
+            keep = None if deleted is None else kept_mask(deleted, start, table.num_rows)
+            start += table.num_rows
+            if keep is not None:
+                table = table.filter(keep)
             for field, column, chunk in zip(fields, stats, table.columns):
                 column.add(chunk.combine_chunks())
         for field, column in zip(fields, stats):
@@ -114,7 +125,7 @@ def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: Partitio
     except (pa.ArrowException, ValueError, OverflowError) as e:
         if field is None and len(fields) > 1:       # read alone, a bad column names itself
             for f in fields:
-                yield from _columns(parquet, [f], settings, statistics, rel_path)
+                yield from _columns(parquet, [f], settings, statistics, rel_path, deleted)
             return
         where = f"column {field.name!r}" if field else f"column {fields[0].name!r}"
         raise PartitionError(f"{rel_path}: {where}: {e}") from e

@@ -14,7 +14,7 @@ def partition_statistics(event: StepEvent) -> PartitionResult:
     task: PartitionTask = event.task
     settings = PartitionSettings(task.max_bins, task.bloom_min_distinct, task.statistics)
     try:
-        stats = kernel.compute(Store(task.table), task.rel_path, settings)
+        stats = kernel.compute(Store(task.table), task.rel_path, settings, task.reading)
     except kernel.PartitionError as e:
         return PartitionResult(task.rel_path, task.fingerprint, "failed", error=str(e))
     kernel.write(stats, Store(task.stats_dir))

@@ -1,0 +1,157 @@
+"""Table formats: which data files a snapshot of the table holds, and how to read each.
+
+A plain directory's data files are its Parquet files (Store.list_files). An Iceberg, Delta or
+Hudi table's are those of one snapshot of its log, never a deleted or uncommitted file, with
+partition values from the format's metadata. A file whose rows the format changes without
+rewriting it (Iceberg position deletes, a Hudi merge-on-read log) carries how to read it
+(DataFile.reading, applied by formats.rows on the worker), and that enters its fingerprint:
+new deletes recompute that file only. What lakestats cannot read exactly (equality deletes,
+Delta deletion vectors) is listed in Snapshot.inexact, and the version records it.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+from dataclasses import dataclass, field, replace
+from urllib.parse import unquote
+
+from metastore.store import DataFile, Store, StoreError
+
+FORMATS = ("parquet", "iceberg", "delta", "hudi")
+# DataFile.reading's kinds (formats.rows applies them)
+POSITION_DELETES = "iceberg-position-deletes"    # data file URI, its delete files' URIs
+FILE_SLICE = "hudi-file-slice"                   # base file, log files (relative paths)
+
+
+class FormatError(StoreError):
+    """The table is not of the format asked for, or its snapshot cannot be read."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which table and snapshot: `lakestats compute --format --snapshot --as-of --catalog`."""
+    format: str = "auto"
+    snapshot: str | None = None        # Iceberg snapshot id, Delta version, Hudi instant
+    as_of: str | None = None           # ISO 8601 timestamp: the snapshot current then
+    catalog: str | None = None         # an Iceberg catalog's URI (SQL or REST), with table_name
+    table_name: str | None = None
+    catalog_name: str = "default"      # the name the catalog's tables are registered under
+
+
+@dataclass
+class Snapshot:
+    format: str
+    id: str | None                     # None for a plain directory
+    files: list[DataFile]
+    timestamp_ms: int | None = None
+    inexact: dict[str, str] = field(default_factory=dict)    # rel_path -> why
+
+    def describe(self) -> dict:
+        """What a version records of the snapshot it describes."""
+        return {"format": self.format, "snapshot": self.id, "snapshot_ms": self.timestamp_ms,
+                **({"inexact": self.inexact} if self.inexact else {})}
+
+
+def detect(table: Store) -> str:
+    """The table's format, from what its root holds."""
+    if table.exists(".hoodie", "hoodie.properties"):
+        return "hudi"
+    if listed(table.child("_delta_log")):
+        return "delta"
+    if any(f.rel_path.endswith(".metadata.json") for f in listed(table.child("metadata"))):
+        return "iceberg"
+    return "parquet"
+
+
+def listed(root: Store) -> list[DataFile]:
+    try:
+        return root.list_files()
+    except StoreError:
+        return []
+
+
+def open_snapshot(table_uri: str, selection: Selection = Selection()) -> Snapshot:
+    """The data files of the selected snapshot (the current one unless one is named)."""
+    table = Store(table_uri)
+    name = selection.format
+    if name == "auto":
+        name = "iceberg" if selection.catalog else detect(table)
+    if name not in FORMATS:
+        raise FormatError(f"--format {name}: expected auto or one of {', '.join(FORMATS)}")
+    if name == "parquet":
+        if selection.snapshot or selection.as_of:
+            raise FormatError(f"{table.uri}: a plain directory of Parquet files has no "
+                              "snapshots (--format iceberg, delta or hudi)")
+        return Snapshot("parquet", None, table.list_files())
+    module = importlib.import_module(f"formats.{name}")
+    try:
+        return module.snapshot(table, selection)
+    except ImportError as e:
+        raise FormatError(f"{table.uri}: {name} tables need the {e.name} package "
+                          "(pip install 'lakestats[formats]')") from e
+
+
+def relative(table: Store, location: str, path: str) -> str:
+    """A data file's path relative to the table root, from the format's own path of it (an
+    absolute URI under `location`, the table's location as the format records it, or a
+    relative one)."""
+    if "://" not in path and not path.startswith("/"):
+        return unquote(path)
+    for base in {_bare(location), _bare(table.uri)}:
+        if _bare(path).startswith(base + "/"):
+            return _bare(path)[len(base) + 1:]
+    raise FormatError(f"{path}: the data file lies outside the table root {table.uri}")
+
+
+def _bare(uri: str) -> str:
+    """A URI without its scheme's spelling: file:///a, file:/a and /a are one path; s3a is s3."""
+    for prefix, bare in (("file://", ""), ("file:", ""), ("s3a://", "s3://"),
+                         ("s3n://", "s3://")):
+        if uri.startswith(prefix):
+            uri = bare + uri[len(prefix):]
+            break
+    return uri.rstrip("/")
+
+
+def data_file(rel_path: str, size: int, format_name: str, partition: dict | None,
+              reading: tuple[str, ...] = ()) -> DataFile:
+    """A snapshot's data file. Formats never rewrite a data file in place, so its size and
+    how it is read (its deletes) fingerprint its rows."""
+    how = hashlib.sha1("\0".join(reading).encode()).hexdigest()[:16] if reading else ""
+    values = None if partition is None else tuple(
+        (k, None if v is None else str(v)) for k, v in partition.items())
+    return replace(DataFile(rel_path, size, f"{format_name}:{how}"), partition=values,
+                   reading=reading)
+
+
+def s3_options() -> dict:
+    """The endpoint, region and credentials botocore resolved (the AWS SDK's configuration),
+    for the formats' own S3 clients."""
+    from metastore.store import s3_client
+    meta = s3_client().meta
+    options = {"region": meta.region_name or "us-east-1"}
+    if meta.endpoint_url and not meta.endpoint_url.split("//")[-1].endswith("amazonaws.com"):
+        options["endpoint"] = meta.endpoint_url
+    credentials = s3_client()._request_signer._credentials
+    if credentials is not None:
+        frozen = credentials.get_frozen_credentials()
+        options.update(key=frozen.access_key, secret=frozen.secret_key)
+        if frozen.token:
+            options["token"] = frozen.token
+    return options
+
+
+def object_store_options(table: Store) -> dict | None:
+    """Storage options of the Rust object_store crate (delta-rs, hudi-rs) for the table."""
+    if not table.is_s3:
+        return None
+    options = s3_options()
+    out = {"AWS_REGION": options["region"], "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    if "endpoint" in options:
+        out.update(AWS_ENDPOINT_URL=options["endpoint"],
+                   AWS_ALLOW_HTTP=str(options["endpoint"].startswith("http:")).lower())
+    for name, key in (("AWS_ACCESS_KEY_ID", "key"), ("AWS_SECRET_ACCESS_KEY", "secret"),
+                      ("AWS_SESSION_TOKEN", "token")):
+        if key in options:
+            out[name] = options[key]
+    return out

@@ -1,0 +1,233 @@
+"""Iceberg, Delta and Hudi tables: statistics of each snapshot equal the oracle computed over
+what the format's own reader returns for it (appends, an overwrite, deletes), time travel
+answers as of each snapshot, removed files never count, and unchanged files are reused."""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from formats import FormatError, Selection
+from metastore.layout import Layout
+from metastore.reader import NotPublished, TableStatistics
+from monostore.compute import compute
+from tests.oracle import check_everything
+from tests.oracle_data import adversarial
+from tests.tables import run_cli
+
+HUDI_SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "data" / "hudi"
+
+# the adversarial columns every format stores (Iceberg and Delta know no unsigned integers,
+# nanosecond or zoned-but-not-UTC timestamps, or times of day)
+COLUMNS = {"i32": pa.int32(), "i64": pa.int64(), "i64_near": pa.int64(), "f64": pa.float64(),
+           "f64_finite": pa.float64(), "f32": pa.float32(), "dec38": pa.decimal128(38, 3),
+           "dec9": pa.decimal128(9, 2), "ts_ny": pa.timestamp("us", "UTC"),
+           "ts_s": pa.timestamp("us"), "day": pa.date32(), "text": pa.string(),
+           "blob": pa.binary(), "flag": pa.bool_()}
+
+
+def batch(part: int, n: int = 120) -> pa.Table:
+    data = adversarial(part, n)
+    columns = {name: data[name].cast(t) for name, t in COLUMNS.items()}
+    return pa.table({**columns, "part": pa.array([part % 2] * n, pa.int32())})
+
+
+def check_snapshot(stats_root: str, snapshot: str, rows: pa.Table, tmp: Path) -> TableStatistics:
+    """The statistics published for `snapshot` against the oracle over `rows`, the format
+    reader's rows of it. Versions are incremental: one that removed files keeps its histogram
+    grid, which may then be coarser than the finest."""
+    ts = TableStatistics.of_snapshot(stats_root, snapshot)
+    assert ts.manifest["snapshot"] == snapshot
+    assert ts.manifest["row_count"] == rows.num_rows
+    schema = plain(ts.schema())
+    oracle = tmp / f"oracle-{snapshot}"
+    oracle.mkdir()
+    pq.write_table(pa.table({f.name: rows[f.name].cast(f.type) for f in schema}),
+                   oracle / "rows.parquet")
+    assert check_everything(oracle, ts, ["rows.parquet"], None, schema,
+                            finest=False) == len(schema)
+    return ts
+
+
+def plain(schema: pa.Schema) -> pa.Schema:
+    """View types (delta-rs writes them) as the oracle knows them: string and binary."""
+    views = {pa.string_view(): pa.string(), pa.binary_view(): pa.binary()}
+    return pa.schema([f.with_type(views.get(f.type, f.type)) for f in schema])
+
+
+def compute_snapshot(table: str, invoker, settings, **selection):
+    report = compute(table, invoker, settings, selection=Selection(**selection))
+    assert report.version and not report.failed, report.as_json()
+    return report
+
+
+# -- Iceberg -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def iceberg(tmp_path_factory):
+    """A partitioned Iceberg table through five commits: two appends, an overwrite of one
+    partition, a delete (rewriting files) and position deletes; returns the table and the
+    snapshot ids in commit order."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.expressions import EqualTo, LessThan
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    warehouse = tmp_path_factory.mktemp("iceberg")
+    catalog = SqlCatalog("test", uri=f"sqlite:///{warehouse}/catalog.db",
+                         warehouse=f"file://{warehouse}")
+    catalog.create_namespace("lake")
+    table = catalog.create_table("lake.events", schema=batch(0).schema)
+    with table.update_spec() as spec:
+        spec.add_identity("part")
+    table.append(batch(0))
+    table.append(batch(1))
+    table.overwrite(batch(2), overwrite_filter=EqualTo("part", 0))
+    table.delete(LessThan("i32", 0))
+    # position deletes, as engines write them (pyiceberg reads them but does not write them)
+    task = next(iter(table.scan().plan_files()))
+    deletes = pa.table({"file_path": [task.file.file_path] * 3,
+                        "pos": pa.array([0, 5, 7], pa.int64())})
+    path = f"{table.location()}/data/position-deletes-1.parquet"
+    pq.write_table(deletes, path.removeprefix("file://"))
+    with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
+        append.append_data_file(DataFile.from_args(
+            content=DataFileContent.POSITION_DELETES, file_path=path,
+            file_format=FileFormat.PARQUET, partition=task.file.partition, record_count=3,
+            file_size_in_bytes=Path(path.removeprefix("file://")).stat().st_size,
+            spec_id=task.file.spec_id))
+    table = catalog.load_table("lake.events")
+    return table, [s.snapshot_id for s in table.metadata.snapshots]
+
+
+def test_iceberg_snapshots(iceberg, invoker, settings, tmp_path):
+    table, snapshots = iceberg
+    root = table.location().removeprefix("file://")
+    stats_root = Layout.of_table(root).uri
+    reports = [compute_snapshot(root, invoker, settings, snapshot=str(s)) for s in snapshots]
+    # the overwrite removed files that were computed: the next snapshot's statistics drop them
+    assert reports[2].removed >= 1 and reports[1].reused >= 1
+    assert compute_snapshot(root, invoker, settings).as_json()["snapshot"] == str(snapshots[-1])
+    for snapshot in snapshots:
+        scan = table.scan(snapshot_id=snapshot)
+        ts = check_snapshot(stats_root, str(snapshot), scan.to_arrow(), tmp_path)
+        live = {f.file.file_path.removeprefix(f"{table.location()}/")
+                for f in scan.plan_files()}
+        assert {p["path"] for p in ts.partitions()} == live        # removed files never count
+        assert all(p["partition_values"]["part"] in ("0", "1") for p in ts.partitions())
+    with pytest.raises(NotPublished, match="no statistics of snapshot 12345"):
+        TableStatistics.of_snapshot(stats_root, "12345")
+
+
+def test_iceberg_position_deletes_recompute_only_their_file(iceberg, invoker, settings):
+    table, snapshots = iceberg
+    root = table.location().removeprefix("file://")
+    compute_snapshot(root, invoker, settings, snapshot=str(snapshots[-2]))
+    report = compute_snapshot(root, invoker, settings, snapshot=str(snapshots[-1]))
+    files = len(list(table.scan(snapshot_id=snapshots[-1]).plan_files()))
+    assert (report.computed, report.reused, report.removed) == (1, files - 1, 0)
+    assert report.row_count == table.scan(snapshot_id=snapshots[-2]).to_arrow().num_rows - 3
+
+
+def test_iceberg_through_a_catalog_and_as_of(iceberg, invoker, settings, tmp_path):
+    table, snapshots = iceberg
+    catalog = table.catalog.properties["uri"]
+    when = table.snapshot_by_id(snapshots[1]).timestamp_ms
+    from datetime import datetime, timezone
+    stats_root = str(tmp_path / "stats")
+    report = compute(table.location(), invoker, settings, stats_root=stats_root,
+                     selection=Selection("iceberg", as_of=datetime.fromtimestamp(
+                         when / 1000, timezone.utc).isoformat(), catalog=catalog,
+                         table_name="lake.events", catalog_name="test"))
+    assert report.as_json()["snapshot"] == str(snapshots[1])
+
+
+# -- Delta ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def delta(tmp_path_factory):
+    """A Delta table partitioned by `part` (a null partition too) through an append, a second
+    append, an overwrite and a delete."""
+    from deltalake import DeltaTable, write_deltalake
+    root = tmp_path_factory.mktemp("delta") / "events"
+    first = batch(0)
+    first = first.set_column(first.schema.get_field_index("part"), "part",
+                             pa.array([0, None] * 60, pa.int32()))
+    write_deltalake(root, first, partition_by=["part"])
+    write_deltalake(root, batch(1), partition_by=["part"], mode="append")
+    write_deltalake(root, batch(2), partition_by=["part"], mode="overwrite")
+    write_deltalake(root, batch(3), partition_by=["part"], mode="append")
+    DeltaTable(root).delete("i32 < 0")
+    return root
+
+
+def test_delta_versions(delta, invoker, settings, tmp_path):
+    from deltalake import DeltaTable
+    stats_root = Layout.of_table(str(delta)).uri
+    latest = DeltaTable(delta).version()
+    for version in range(latest + 1):
+        compute_snapshot(str(delta), invoker, settings, snapshot=str(version))
+    for version in range(latest + 1):
+        reader = DeltaTable(delta, version=version)
+        ts = check_snapshot(stats_root, str(version), reader.to_pyarrow_table(), tmp_path)
+        live = set(pa.table(reader.get_add_actions())["path"].to_pylist())
+        assert {p["path"] for p in ts.partitions()} == live
+    first = TableStatistics.of_snapshot(stats_root, "0").partitions()
+    assert sorted(p["partition_values"]["part"] or "null" for p in first) == ["0", "null"]
+
+
+# -- Hudi ----------------------------------------------------------------------------------------
+
+def hudi_roots(tmp: Path) -> list[Path]:
+    roots = []
+    for sample in sorted(HUDI_SAMPLES.glob("*.zip")):
+        with zipfile.ZipFile(sample) as z:
+            z.extractall(tmp / sample.stem)
+        roots += [p.parent.parent for p in (tmp / sample.stem).glob("*/.hoodie/hoodie.properties")
+                  if "__MACOSX" not in str(p)]
+    return roots
+
+
+def test_hudi_samples(invoker, settings, tmp_path):
+    import hudi
+    roots = hudi_roots(tmp_path)
+    assert len(roots) == len(list(HUDI_SAMPLES.glob("*.zip")))
+    for root in roots:
+        report = compute_snapshot(str(root), invoker, settings)
+        reader = hudi.HudiTableBuilder.from_base_uri(str(root)).build()
+        batches = reader.read()
+        if not batches:
+            assert report.row_count == 0
+            continue
+        rows = pa.Table.from_batches(batches)
+        stats_root = Layout.of_table(str(root)).uri
+        ts = TableStatistics(stats_root)
+        assert ts.manifest["format"] == "hudi" and ts.manifest["row_count"] == rows.num_rows
+        schema = plain(pa.schema([f for f in ts.schema() if f.name in rows.column_names]))
+        oracle = tmp_path / f"oracle-{root.parent.name}"
+        oracle.mkdir()
+        pq.write_table(rows.select(schema.names).cast(schema), oracle / "rows.parquet")
+        check_everything(oracle, ts, ["rows.parquet"], None, schema, finest=False)
+
+
+# -- choosing the format -------------------------------------------------------------------------
+
+def test_formats_are_detected_and_misuse_is_a_clear_error(delta, tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    pq.write_table(pa.table({"x": [1]}), plain / "a.parquet")
+    done = run_cli("compute", str(plain), "--snapshot", "3", "--quiet")
+    assert done.returncode == 1 and "has no snapshots" in done.stderr
+    done = run_cli("compute", str(plain), "--format", "iceberg", "--quiet")
+    assert done.returncode == 1 and "not an Iceberg table" in done.stderr
+    done = run_cli("compute", str(delta), "--snapshot", "99", "--quiet")
+    assert done.returncode == 1 and "Delta" in done.stderr and "99" in done.stderr
+    from formats import detect
+    from metastore.store import Store
+    assert detect(Store(str(delta))) == "delta" and detect(Store(str(plain))) == "parquet"
+    with pytest.raises(FormatError, match="--format orc"):
+        from formats import open_snapshot
+        open_snapshot(str(plain), Selection("orc"))
+    assert pc is not None
