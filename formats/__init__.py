@@ -132,7 +132,8 @@ def s3_options() -> dict:
     options = {"region": meta.region_name or "us-east-1"}
     if meta.endpoint_url and not meta.endpoint_url.split("//")[-1].endswith("amazonaws.com"):
         options["endpoint"] = meta.endpoint_url
-    credentials = s3_client()._request_signer._credentials
+    import boto3
+    credentials = boto3.Session().get_credentials()
     if credentials is not None:
         frozen = credentials.get_frozen_credentials()
         options.update(key=frozen.access_key, secret=frozen.secret_key)

@@ -48,9 +48,9 @@ def _properties(table: Store) -> dict:
     if not table.is_s3:
         return {}
     options = s3_options()
-    return {"s3.endpoint": options.get("endpoint"), "s3.region": options["region"],
-            "s3.access-key-id": options.get("key"), "s3.secret-access-key": options.get("secret"),
-            "s3.session-token": options.get("token")}
+    names = {"endpoint": "s3.endpoint", "region": "s3.region", "key": "s3.access-key-id",
+             "secret": "s3.secret-access-key", "token": "s3.session-token"}
+    return {names[k]: v for k, v in options.items()}
 
 
 def chosen(iceberg, selection: Selection):
