@@ -97,7 +97,7 @@ def relative(table: Store, location: str, path: str) -> str:
     relative one)."""
     if "://" not in path and not path.startswith("/"):
         return unquote(path)
-    for base in {_bare(location), _bare(table.uri)}:
+    for base in {_bare(location), _bare(table.uri if table.is_s3 else table.root)}:
         if _bare(path).startswith(base + "/"):
             return _bare(path)[len(base) + 1:]
     raise FormatError(f"{path}: the data file lies outside the table root {table.uri}")
