@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from metastore.store import DataFile, Store, StoreError
+from metastore.store import DataFile, Store, StoreError, s3_client
 
 FORMATS = ("parquet", "iceberg", "delta", "hudi")
 # DataFile.reading's kinds (formats.rows applies them)
@@ -120,14 +120,12 @@ def data_file(rel_path: str, size: int, format_name: str, partition: dict | None
     how = hashlib.sha1("\0".join(reading).encode()).hexdigest()[:16] if reading else ""
     values = None if partition is None else tuple(
         (k, None if v is None else str(v)) for k, v in partition.items())
-    return replace(DataFile(rel_path, size, f"{format_name}:{how}"), partition=values,
-                   reading=reading)
+    return DataFile(rel_path, size, f"{format_name}:{how}", values, reading)
 
 
 def s3_options() -> dict:
     """The endpoint, region and credentials botocore resolved (the AWS SDK's configuration),
     for the formats' own S3 clients."""
-    from metastore.store import s3_client
     meta = s3_client().meta
     options = {"region": meta.region_name or "us-east-1"}
     if meta.endpoint_url and not meta.endpoint_url.split("//")[-1].endswith("amazonaws.com"):

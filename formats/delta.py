@@ -7,14 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from formats import (
-    FormatError,
-    Selection,
-    Snapshot,
-    data_file,
-    object_store_options,
-    relative,
-)
+from formats import FormatError, Selection, Snapshot, data_file, object_store_options, relative
 from metastore.store import Store
 
 

@@ -7,14 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from formats import (
-    FILE_SLICE,
-    FormatError,
-    Selection,
-    Snapshot,
-    data_file,
-    object_store_options,
-)
+from formats import FILE_SLICE, FormatError, Selection, Snapshot, data_file, object_store_options
 from metastore.store import Store
 
 

@@ -15,6 +15,8 @@
 """
 from __future__ import annotations
 
+import functools
+
 from metastore.store import Store
 
 STATISTICS, FREQUENCIES = "statistics.parquet", "frequencies.parquet"
@@ -40,8 +42,7 @@ class Layout:
         if stats_root:
             return cls(stats_root)
         table = Store(table_uri)
-        hudi = table.exists(".hoodie", "hoodie.properties")
-        return cls(table.uri_of(HUDI_STATS_DIR if hudi else STATS_DIR))
+        return cls(table.uri_of(HUDI_STATS_DIR if _is_hudi(table.uri) else STATS_DIR))
 
     def partition(self, rel_path: str, fingerprint: str) -> Store:
         return self.root.child("partitions", rel_path, fingerprint)
@@ -51,3 +52,10 @@ class Layout:
 
     def scratch(self, job: str) -> Store:
         return self.root.child("exchange", job)
+
+
+@functools.lru_cache(maxsize=1024)
+def _is_hudi(table_uri: str) -> bool:
+    """One existence check per process and table (a HEAD on S3): a table does not change
+    format under a running process."""
+    return Store(table_uri).exists(".hoodie", "hoodie.properties")

@@ -150,8 +150,8 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
         report.version = previous.manifest["version"]
         report.row_count = previous.manifest["row_count"]
         report.seconds = time.monotonic() - started
-        if snapshot.id is not None:              # the same files in another snapshot
-            point_snapshot(layout, snapshot.id, report.version)
+        if snapshot.id not in (None, previous.manifest.get("snapshot")):
+            point_snapshot(layout, snapshot.id, report.version)   # same files, new snapshot
         return report                            # the published version is current
 
     report.failed, report.retries = compute_partitions(
