@@ -153,3 +153,35 @@ def index_column_type(value_type: pa.DataType | None) -> pa.DataType:
                # user-defined statistics' states (statistic -> state; null: it failed)
                ("plugin_states", pa.map_(pa.string(), pa.binary()))]
     return pa.struct(fields)
+
+
+# snapshots/<snapshot>.manifests.parquet (Iceberg tables): manifest-level statistics, the
+# fields of the Iceberg proposal for cost-based optimizers, one row per data manifest of the
+# snapshot, keyed by (snapshot_id, manifest_path). Totals are over the manifest's live data
+# files, from their exact statistics (deletes applied). Each table column's in a struct column
+# of its own, c<k> as in the partition index, so a lookup reads the columns it asks for.
+MANIFEST_FIELDS: list[tuple[str, pa.DataType, str]] = [
+    ("snapshot_id", pa.int64(), "the Iceberg snapshot"),
+    ("manifest_path", pa.string(), "the manifest file, as the manifest list names it"),
+    ("manifest_length", pa.int64(), "its size in bytes"),
+    ("partition_spec_id", pa.int32(), "the partition spec it was written with"),
+    ("added_snapshot_id", pa.int64(), "the snapshot that added it"),
+    ("file_count", pa.int64(), "live data files it tracks"),
+    ("missing_file_count", pa.int64(), "of those, files without statistics (--allow-partial)"),
+    ("total_record_count", pa.int64(), "rows, deleted ones left out"),
+    ("total_file_size_in_bytes", pa.int64(), "bytes of its data files"),
+]
+MANIFEST_BASE = [n for n, _, _ in MANIFEST_FIELDS]
+MANIFEST_TABLE_SCHEMA_KEY = b"lakestats.table_schema"      # the columns c<k> stand for
+MANIFEST_FIELD_IDS_KEY = b"lakestats.field_ids"            # JSON: column -> Iceberg field id
+MANIFEST_PARTITION_COLUMNS_KEY = b"lakestats.partition_columns"   # JSON: every spec's sources
+
+
+def manifest_column_type(value_type: pa.DataType | None) -> pa.DataType:
+    """A manifest's statistics of one column (bounds typed; none for nested columns). Sizes
+    are the writer's (Iceberg's column_sizes), null where it recorded none."""
+    fields = [("total_column_size", pa.int64()), ("total_null_value_count", pa.int64()),
+              ("total_nan_value_count", pa.int64())]
+    if value_type is not None:
+        fields += [("lower_bound", value_type), ("upper_bound", value_type)]
+    return pa.struct(fields)

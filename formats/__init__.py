@@ -3,10 +3,10 @@
 A plain directory's data files are its Parquet files (Store.list_files). An Iceberg, Delta or
 Hudi table's are those of one snapshot of its log, never a deleted or uncommitted file, with
 partition values from the format's metadata. A file whose rows the format changes without
-rewriting it (Iceberg position deletes, a Hudi merge-on-read log) carries how to read it
-(DataFile.reading, applied by formats.rows on the worker), and that enters its fingerprint:
-new deletes recompute that file only. What lakestats cannot read exactly (equality deletes,
-Delta deletion vectors) is listed in Snapshot.inexact, and the version records it.
+rewriting it (Iceberg position deletes, Delta deletion vectors, a Hudi merge-on-read log)
+carries how to read it (DataFile.reading, applied by formats.rows on the worker), and that
+enters its fingerprint: new deletes recompute that file only. What lakestats cannot read
+exactly (Iceberg equality deletes) is listed in Snapshot.inexact, and the version records it.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from metastore.store import DataFile, Store, StoreError, s3_client
 FORMATS = ("parquet", "iceberg", "delta", "hudi")
 # DataFile.reading's kinds (formats.rows applies them)
 POSITION_DELETES = "iceberg-position-deletes"    # data file URI, its delete files' URIs
+DELETION_VECTOR = "delta-deletion-vector"        # version, data file URI, deleted row count
 FILE_SLICE = "hudi-file-slice"                   # base file, log files (relative paths)
 
 
@@ -45,6 +46,10 @@ class Snapshot:
     files: list[DataFile]
     timestamp_ms: int | None = None
     inexact: dict[str, str] = field(default_factory=dict)    # rel_path -> why
+    manifests: object = None           # Iceberg: formats.iceberg.Manifests
+    # the table's columns when the format names them by name (Delta): files may hold more,
+    # such as the _change_type of Spark's change data feed; None: every column files hold
+    columns: tuple[str, ...] | None = None
 
     def describe(self) -> dict:
         """What a version records of the snapshot it describes."""

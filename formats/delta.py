@@ -1,13 +1,17 @@
 """Delta Lake (delta-rs): a version's data files from its transaction log.
 
-Files with deletion vectors are listed as inexact: their statistics bound their rows but
-count the deleted ones too.
+A file with a deletion vector is read without the rows it deletes (formats.rows), so its
+statistics stay exact. A file's vector only ever grows (a new one replaces it with more rows
+deleted), so the count of rows it deletes names it in the file's fingerprint.
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from formats import FormatError, Selection, Snapshot, data_file, object_store_options, relative
+from formats import (DELETION_VECTOR, FormatError, Selection, Snapshot, data_file,
+                     object_store_options, relative)
 from metastore.store import Store
 
 
@@ -31,17 +35,21 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
     delta = load(table, selection)
     version = delta.version()
     actions = pa.table(delta.get_add_actions(flatten=False))
-    vectors = {relative(table, delta.table_uri, path)
-               for path in pa.table(delta.deletion_vectors())["filepath"].to_pylist()}
+    vectors = pa.table(delta.deletion_vectors())
+    masks = vectors["selection_vector"].combine_chunks()
+    counts = np.bincount(pc.list_parent_indices(masks).to_numpy()[
+        ~pc.list_flatten(masks).to_numpy(zero_copy_only=False)], minlength=len(masks))
+    deleted = {relative(table, delta.table_uri, path): (path, str(n))
+               for path, n in zip(vectors["filepath"].to_pylist(), counts.tolist())}
     files = []
     partitions = actions["partition"].to_pylist() if "partition" in actions.column_names \
         else [None] * actions.num_rows
     for path, size, partition in zip(actions["path"].to_pylist(),
                                      actions["size_bytes"].to_pylist(), partitions):
-        files.append(data_file(relative(table, delta.table_uri, path), size, "delta",
-                               partition or {}))
+        rel = relative(table, delta.table_uri, path)
+        reading = (DELETION_VECTOR, str(version), *deleted[rel]) if rel in deleted else ()
+        files.append(data_file(rel, size, "delta", partition or {}, reading))
     when = next((h.get("timestamp") for h in delta.history() if h.get("version") == version),
                 None)
     return Snapshot("delta", str(version), sorted(files, key=lambda f: f.rel_path), when,
-                    {p: "deletion vector not applied: counts include deleted rows"
-                     for p in sorted(vectors)})
+                    columns=tuple(f.name for f in delta.schema().fields))

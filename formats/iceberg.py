@@ -10,6 +10,8 @@ rows away) but overcount them.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from formats import (POSITION_DELETES, FormatError, Selection, Snapshot, data_file, listed,
@@ -69,24 +71,100 @@ def chosen(iceberg, selection: Selection):
     return iceberg.current_snapshot()
 
 
+@dataclass
+class Manifest:
+    """A data manifest of a snapshot, as the manifest list records it, with its live data
+    files and the bytes each stores per column (field id -> bytes, as the writer recorded)."""
+    path: str
+    length: int
+    spec_id: int
+    added_snapshot_id: int | None
+    files: list[str] = field(default_factory=list)           # relative to the table root
+    column_sizes: list[dict[int, int]] = field(default_factory=list)
+    sequence_numbers: list[int] = field(default_factory=list)   # the files' data sequence
+    partitions: list = field(default_factory=list)               # the files' partition tuples
+
+
+@dataclass
+class Manifests:
+    """A snapshot's data manifests, its columns' field ids, and the columns every manifest's
+    partition spec partitions by (their filters prune manifests: formats.manifest_statistics)."""
+    snapshot_id: int
+    manifests: list[Manifest]
+    field_ids: dict[str, int]
+    partition_columns: list[str]
+
+
+def manifests(table: Store, iceberg, picked) -> Manifests:
+    """The manifests of snapshot `picked`, read side by side (one GET each)."""
+    from pyiceberg.manifest import DataFileContent, ManifestContent
+    listed_ = [m for m in picked.manifests(iceberg.io) if m.content == ManifestContent.DATA]
+
+    def read(m) -> Manifest:
+        out = Manifest(m.manifest_path, m.manifest_length, m.partition_spec_id,
+                       m.added_snapshot_id)
+        for entry in m.fetch_manifest_entry(iceberg.io, discard_deleted=True):
+            if entry.data_file.content != DataFileContent.DATA:    # a writer's misfiling
+                continue
+            out.files.append(relative(table, iceberg.location(), entry.data_file.file_path))
+            out.column_sizes.append(entry.data_file.column_sizes or {})
+            out.sequence_numbers.append(entry.sequence_number or 0)
+            out.partitions.append(entry.data_file.partition)
+        return out
+
+    with ThreadPoolExecutor(16) as pool:
+        found = list(pool.map(read, listed_))
+    schema = iceberg.schemas().get(picked.schema_id, iceberg.schema())
+    specs = iceberg.specs()
+    sources = [{schema.find_column_name(f.source_id) for f in specs[m.spec_id].fields}
+               for m in found]
+    common = set.intersection(*sources) if sources else set()
+    return Manifests(picked.snapshot_id, found, {f.name: f.field_id for f in schema.fields},
+                     sorted(c for c in common if c and "." not in c))
+
+
 def snapshot(table: Store, selection: Selection) -> Snapshot:
     from pyiceberg.manifest import DataFileContent
+    from pyiceberg.table import ManifestGroupPlanner
     iceberg = load(table, selection)
     picked = chosen(iceberg, selection)
     if picked is None:
         return Snapshot("iceberg", None, [])
+    equality = []
+
+    def diverted(entry) -> bool:
+        """pyiceberg's planner refuses equality deletes: they are set aside, and flag the
+        files they apply to."""
+        if entry.data_file.content == DataFileContent.EQUALITY_DELETES:
+            equality.append(entry)
+            return False
+        return True
+
     specs = iceberg.specs()
-    files, inexact = [], {}
-    for task in iceberg.scan(snapshot_id=picked.snapshot_id).plan_files():
+    files = []
+    for task in ManifestGroupPlanner(iceberg.metadata, iceberg.io).plan_files(
+            picked.manifests(iceberg.io), diverted):
         f = task.file
-        rel = relative(table, iceberg.location(), f.file_path)
         positions = sorted(d.file_path for d in task.delete_files
                            if d.content == DataFileContent.POSITION_DELETES)
-        if any(d.content == DataFileContent.EQUALITY_DELETES for d in task.delete_files):
-            inexact[rel] = "equality deletes not applied: counts include deleted rows"
         names = [p.name for p in specs[f.spec_id].fields]
-        files.append(data_file(rel, f.file_size_in_bytes, "iceberg",
-                               dict(zip(names, f.partition)),
+        files.append(data_file(relative(table, iceberg.location(), f.file_path),
+                               f.file_size_in_bytes, "iceberg", dict(zip(names, f.partition)),
                                (POSITION_DELETES, f.file_path, *positions) if positions else ()))
+    found = manifests(table, iceberg, picked)
     return Snapshot("iceberg", str(picked.snapshot_id), sorted(files, key=lambda d: d.rel_path),
-                    picked.timestamp_ms, inexact)
+                    picked.timestamp_ms, _equality_deleted(found, equality, specs), found)
+
+
+def _equality_deleted(found: Manifests, equality: list, specs: dict) -> dict[str, str]:
+    """The data files that equality deletes apply to (Iceberg's rule: a delete of a later
+    data sequence number, in the file's partition or, from an unpartitioned spec, in any)."""
+    newest: dict = {}
+    for entry in equality:
+        f = entry.data_file
+        key = None if specs[f.spec_id].is_unpartitioned() else (f.spec_id, f.partition)
+        newest[key] = max(newest.get(key, 0), entry.sequence_number or 0)
+    return {rel: "equality deletes not applied: counts include deleted rows"
+            for m in found.manifests
+            for rel, seq, partition in zip(m.files, m.sequence_numbers, m.partitions)
+            if max(newest.get(None, 0), newest.get((m.spec_id, partition), 0)) > seq}

@@ -31,6 +31,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def catalog_options(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--catalog", metavar="URI",
+                   help="find the Iceberg table in this catalog (sqlite:///cat.db or "
+                        "postgresql://... for a SQL catalog, http(s):// for a REST one; with "
+                        "--table-name) instead of from TABLE/metadata")
+    c.add_argument("--table-name", metavar="NS.NAME", help="the table's name in --catalog")
+    c.add_argument("--catalog-name", metavar="NAME", default="default",
+                   help="the name --catalog registers its tables under (default: default)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="lakestats",
@@ -114,13 +124,7 @@ def parser() -> argparse.ArgumentParser:
                         "becomes the table's, and show --snapshot ID finds it later")
     c.add_argument("--as-of", metavar="TIMESTAMP",
                    help="the snapshot current at this ISO 8601 time (e.g. 2026-11-01T12:00:00Z)")
-    c.add_argument("--catalog", metavar="URI",
-                   help="find the Iceberg table in this catalog (sqlite:///cat.db or "
-                        "postgresql://... for a SQL catalog, http(s):// for a REST one; with "
-                        "--table-name) instead of from TABLE/metadata")
-    c.add_argument("--table-name", metavar="NS.NAME", help="the table's name in --catalog")
-    c.add_argument("--catalog-name", metavar="NAME", default="default",
-                   help="the name --catalog registers its tables under (default: default)")
+    catalog_options(c)
 
     c = table_command("show", "show the table's (or one partition's) statistics")
     c.add_argument("--snapshot", metavar="ID",
@@ -149,6 +153,19 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--where", metavar="EXPR", help="a Spark SQL boolean expression")
     c.add_argument("--limit", type=int, metavar="K", help="the query's LIMIT")
     c.add_argument("--order-by", metavar="'COL [ASC|DESC]'", help="the query's ORDER BY")
+
+    c = table_command(
+        "manifests", "Iceberg manifest-level statistics (per data manifest: record count, "
+        "file and column sizes, null and NaN counts, bounds) and the optimizer's lookup over "
+        "them", "The lookup sums the manifests that --where's partition filters keep (filters "
+        "on columns every manifest's spec partitions by); those filters are then applied, and\n"
+        "the rest is reported as residual_filter, for the optimizer's selectivity estimate.")
+    c.add_argument("--snapshot", metavar="ID",
+                   help="an Iceberg snapshot that lakestats compute described (default: the "
+                        "published version's)")
+    c.add_argument("--columns", metavar="a,b", help="only these columns")
+    c.add_argument("--where", metavar="EXPR", help="a Spark SQL boolean expression")
+    catalog_options(c)
 
     c = table_command("where", "the partitions that hold VALUE in COLUMN, with its frequency "
                       "in each, from the table's value index")

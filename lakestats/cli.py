@@ -214,6 +214,39 @@ def cmd_prune(args) -> int:
     return 0
 
 
+def cmd_manifests(args) -> int:
+    from formats import FormatError, Selection, manifest_statistics
+    from metastore.store import Store
+    from pruning import PredicateError
+    from pruning.manifests import lookup
+    stats = _open(args)
+    if stats.manifest.get("format") != "iceberg":
+        raise FormatError(f"{args.table}: manifest statistics are Iceberg's; this table's "
+                          f"statistics describe a {stats.manifest.get('format', 'parquet')} table")
+    if stats.manifest["snapshot"] is None:
+        raise FormatError(f"{args.table}: the Iceberg table has no snapshot yet")
+    columns = args.columns.split(",") if args.columns else None
+    stored = manifest_statistics.stored(
+        stats.layout, Store(args.table), Selection("iceberg", None, None, args.catalog,
+                                                   args.table_name, args.catalog_name),
+        stats.manifest["snapshot"], stats.version)
+    result = {"table": args.table, "format": "iceberg", "snapshot": stats.manifest["snapshot"],
+              "version": stats.version, "partition_columns": stored.partition_columns,
+              "field_ids": stored.field_ids}
+    try:
+        result["lookup"] = lookup(stored, columns, args.where)
+    except PredicateError as e:
+        print(f"lakestats: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    result["manifests"] = manifest_statistics.as_json(
+        stored.read(columns), stored.table_schema, columns or stored.table_schema.names)
+    if args.json:
+        _print_json(result)
+    else:
+        render.manifests(result)
+    return 0
+
+
 def _ensure_ranks(args, stats) -> None:
     """Exact answers need the version's ranks: compute them on the spot when missing."""
     if args.column in stats.ranked_columns():

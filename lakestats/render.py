@@ -138,3 +138,34 @@ def pruning(result) -> None:
               f"({len(fully & set(result.kept))} kept files match every row)")
     for path in result.kept:
         out.print(f"  {path}{'  (fully matching)' if path in fully else ''}", highlight=False)
+
+
+def manifests(result: dict) -> None:
+    out.print(f"snapshot {result['snapshot']} (version {result['version']}): "
+              f"{len(result['manifests']):,} data manifests; partitioned by "
+              f"{', '.join(result['partition_columns']) or 'nothing'}")
+    t = Table(show_edge=False, header_style="bold")
+    for name in ("manifest", "files", "rows", "bytes"):
+        t.add_column(name, justify="left" if name == "manifest" else "right")
+    for m in result["manifests"]:
+        t.add_row(m["manifest_path"].rsplit("/", 1)[-1], f"{m['file_count']:,}",
+                  f"{m['total_record_count']:,}", f"{m['total_file_size_in_bytes']:,}")
+    out.print(t)
+    found = result["lookup"]
+    kept = f"{found['manifests_kept']:,} of {found['manifests']:,} manifests"
+    if found["partition_filter"]:
+        kept += f" kept by {found['partition_filter']} (applied)"
+    out.print(f"{kept}: {found['record_count']:,} rows, {found['file_count']:,} files, "
+              f"{found['file_size_in_bytes']:,} bytes")
+    if found["residual_filter"]:
+        out.print(f"left for selectivity estimates: {found['residual_filter']}")
+    t = Table(show_edge=False, header_style="bold")
+    for name in ("column", "bytes", "nulls", "NaN", "lower bound", "upper bound"):
+        t.add_column(name, justify="left" if name in ("column", "lower bound", "upper bound")
+                     else "right")
+    for name, c in found["columns"].items():
+        size = c["total_column_size"]
+        t.add_row(name, "" if size is None else f"{size:,}", f"{c['total_null_value_count']:,}",
+                  f"{c['total_nan_value_count']:,}", _short(c.get("lower_bound")),
+                  _short(c.get("upper_bound")))
+    out.print(t)

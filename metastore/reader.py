@@ -234,9 +234,13 @@ class TableStatistics:
 
     def partitions(self) -> list[dict]:
         """Every partition of the version: path, size, etag, fingerprint, partition values,
-        row count."""
+        row count, and bounds_exact: false where the format deletes rows that lakestats did
+        not apply (Iceberg equality deletes): the counts include them, the bounds still hold
+        every row but may be loose."""
         entries = index.entries(self.partition_index([], index.ENTRY))
-        return [{"path": path, **entry} for path, entry in sorted(entries.items())]
+        inexact = self.manifest.get("inexact", {})
+        return [{"path": path, **entry, "bounds_exact": path not in inexact}
+                for path, entry in sorted(entries.items())]
 
     # -- quantiles and ranks
 

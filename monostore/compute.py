@@ -31,7 +31,7 @@ from core.settings import Settings
 from fleet.fanout import Progress
 from fleet.invokers import Invoker
 from fleet.windows import reduction_started
-from formats import Selection, Snapshot, open_snapshot
+from formats import Selection, Snapshot, manifest_statistics, open_snapshot
 from metastore import files, histograms, index, membership
 from metastore.layout import FREQUENCIES, HISTOGRAMS, INDEX, STATISTICS, VALUE_INDEX, Layout
 from metastore.manifest import point_snapshot, read_manifest, write_manifest
@@ -151,7 +151,7 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
         report.row_count = previous.manifest["row_count"]
         report.seconds = time.monotonic() - started
         if snapshot.id not in (None, previous.manifest.get("snapshot")):
-            point_snapshot(layout, snapshot.id, report.version)   # same files, new snapshot
+            _describe_snapshot(layout, snapshot, report.version)   # same files, new snapshot
         return report                            # the published version is current
 
     report.failed, report.retries = compute_partitions(
@@ -167,7 +167,8 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
     while True:
         report.statistic_failures, report.frequencies = [], {}
         try:
-            _table_version(layout, good, previous, report, settings, invoker, progress, lease)
+            _table_version(layout, good, previous, report, settings, invoker, progress, lease,
+                           snapshot.columns)
             break
         except (OSError, pa.ArrowException) as e:   # what the version wrote is gone
             if previous is None:
@@ -175,8 +176,20 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
                                             "no table version published") from e
             previous = None         # the version it started from does not read: from scratch
             report.retries += 1
+    if report.published:
+        _describe_snapshot(layout, snapshot, report.version)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _describe_snapshot(layout: Layout, snapshot: Snapshot, version: str) -> None:
+    """Point the format's snapshot at the version; an Iceberg snapshot's manifest statistics
+    come first, so that a snapshot found has them."""
+    if snapshot.id is None:
+        return
+    if snapshot.manifests is not None:
+        manifest_statistics.refresh(layout, version, snapshot.manifests)
+    point_snapshot(layout, snapshot.id, version)
 
 
 def _intact(layout: Layout, data_file: DataFile) -> bool:
@@ -275,7 +288,8 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
 
 
 def _index(layout: Layout, version: str, previous: _Previous | None, removed: set[str],
-           added: list[DataFile], settings: Settings, report: Report
+           added: list[DataFile], settings: Settings, report: Report,
+           columns: tuple[str, ...] | None
            ) -> tuple[pa.Table, pa.Schema, list[tuple[DataFile, pa.Schema]]]:
     """The version's partition index and table schema, and the added partitions' schemas;
     the user-defined statistics that failed on them go to the report. Added partitions are
@@ -298,6 +312,8 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
         added_schemas += schemas
         known += [(f.rel_path, s) for f, s in schemas]
         table_schema = reduce.table_schema(known)
+        if columns is not None:      # the format's schema: files may hold more
+            table_schema = pa.schema([f for f in table_schema if f.name in columns])
         built = index.build(stats, table_schema, membership.collect(
             layout, stats, settings.partition.bloom_min_distinct, pack))
         new_index = index.combine(new_index, index_schema, built, table_schema)
@@ -308,7 +324,8 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
 
 def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
                    report: Report, settings: Settings, invoker: Invoker,
-                   progress: Progress | None, lease: publish.Lease) -> None:
+                   progress: Progress | None, lease: publish.Lease,
+                   columns: tuple[str, ...] | None) -> None:
     kept = previous.entries if previous else {}
     added = [f for p, f in sorted(good.items()) if kept.get(p, {}).get("fingerprint")
              != f.fingerprint]
@@ -318,7 +335,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
     out = layout.version(version)
     try:
         new_index, table_schema, added_schemas = _index(layout, version, previous, removed,
-                                                        added, settings, report)
+                                                        added, settings, report, columns)
         table_stats, sketches_stale = _summarize(layout, new_index, table_schema, good, added,
                                                  removed, previous, settings)
         rows = table_stats.statistics.to_pylist()
@@ -366,8 +383,6 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         report.version = other
         return
     report.version, report.published, report.row_count = version, True, table_stats.row_count
-    if report.snapshot["snapshot"] is not None:
-        point_snapshot(layout, report.snapshot["snapshot"], version)
     # partition statistics of files since changed or removed are no longer referenced
     for path in removed:
         layout.partition(path, kept[path]["fingerprint"]).delete_dir()

@@ -87,6 +87,8 @@ def _certain_rows(p: Candidate, node, stats: TableStatistics, schema: pa.Schema)
     predicate on one column, the rows of the values (exact frequencies, when the partition
     keeps them small enough to read: no Bloom filter) or of the histogram bins in which the
     predicate is surely true."""
+    if not p.exact:
+        return 0
     if p.fully:
         return p.rows
     names = columns_of(node) if node is not None else set()
@@ -129,13 +131,13 @@ def _limit(candidates: list[Candidate], node, k: int, stats: TableStatistics,
            schema: pa.Schema) -> list[Candidate]:
     if k == 0:
         return []
-    fully = sorted((p for p in candidates if p.fully), key=lambda p: -p.rows)
+    fully = sorted((p for p in candidates if p.fully and p.exact), key=lambda p: -p.rows)
     chosen = _reaching(fully, [p.rows for p in fully], k)
     if chosen is not None:
         return chosen
     # not enough: partially matching partitions' certain rows, in scan order, until k
     total, certain = sum(p.rows for p in fully), []
-    partial = [p for p in candidates if not p.fully]
+    partial = [p for p in candidates if not (p.fully and p.exact)]
     for p in partial:
         n = _certain_rows(p, node, stats, schema)
         if n:
@@ -204,7 +206,7 @@ def _top_k(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
     contributions = []
     for p in candidates:
         top, bottom, nonnull = spans[p.path]
-        if top is None:
+        if top is None or not p.exact:
             continue
         if p.fully:
             contributions.append((top, bottom, nonnull))

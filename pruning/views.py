@@ -37,6 +37,9 @@ class Candidate:
     layout: Layout
     view: StatsView
     flags: Flags = field(default=ALWAYS)
+    # false where the format deletes rows the statistics still count (Iceberg equality
+    # deletes): the bounds hold, but no row is certain, so LIMIT and top-k boundaries skip it
+    exact: bool = True
 
     @property
     def directory(self) -> Store:
@@ -66,6 +69,7 @@ def candidates(stats: TableStatistics, wanted: set[str]) -> tuple[list[Candidate
     per_column = {c: _ranges(index, table_schema, c) for c in columns}
     blooms = _Blooms(stats, per_column)
     names = set(table_schema.names)
+    inexact = stats.manifest.get("inexact", {})
     out = []
     for i, (path, rows, size, fingerprint, hive) in enumerate(zip(
             paths, index["row_count"].to_pylist(), index["size"].to_pylist(),
@@ -75,7 +79,8 @@ def candidates(stats: TableStatistics, wanted: set[str]) -> tuple[list[Candidate
             if name in wanted and name not in held:
                 held[name] = {"row_count": rows, "null_count": 0, "nan_count": 0,
                               "low": _guess(value), "high": _guess(value)}
-        candidate = Candidate(path, rows, size, fingerprint, stats.layout, None)
+        candidate = Candidate(path, rows, size, fingerprint, stats.layout, None,
+                              exact=path not in inexact)
         candidate.view = StatsView(held, rows, names | {k for k, _ in hive} if hive else names,
                                    _membership(candidate, i, table_schema, held, blooms))
         out.append(candidate)
@@ -132,16 +137,21 @@ def _ranges(index: pa.Table, table_schema: pa.Schema, column: str) -> list[dict 
     for row, p in zip(rows, pointers):
         row["bloom"] = tuple(p.values()) if p["bloom_pack"] else None
     if "min" in [f.name for f in struct.type]:
-        low, high = pc.struct_field(struct, "min"), pc.struct_field(struct, "max")
-        if pa.types.is_timestamp(low.type) and low.type.unit == "ns":
-            # Python datetimes hold microseconds: round the range outwards
-            coarse = pa.timestamp("us", low.type.tz)
-            low = pc.floor_temporal(low, unit="microsecond").cast(coarse)
-            high = pc.ceil_temporal(high, unit="microsecond").cast(coarse)
-        for row, lo, hi in zip(rows, low.to_pylist(), high.to_pylist()):
+        low, high = bounds(pc.struct_field(struct, "min"), pc.struct_field(struct, "max"))
+        for row, lo, hi in zip(rows, low, high):
             row["low"], row["high"] = lo, hi
     held = struct.is_valid().to_pylist()
     return [row if h else None for row, h in zip(rows, held)]
+
+
+def bounds(low: pa.Array, high: pa.Array) -> tuple[list, list]:
+    """Typed lower and upper bounds as the evaluator takes them (Python values)."""
+    if pa.types.is_timestamp(low.type) and low.type.unit == "ns":
+        # Python datetimes hold microseconds: round the range outwards
+        coarse = pa.timestamp("us", low.type.tz)
+        low = pc.floor_temporal(low, unit="microsecond").cast(coarse)
+        high = pc.ceil_temporal(high, unit="microsecond").cast(coarse)
+    return low.to_pylist(), high.to_pylist()
 
 
 class _Blooms:

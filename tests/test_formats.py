@@ -3,6 +3,7 @@ what the format's own reader returns for it (appends, an overwrite, deletes), ti
 answers as of each snapshot, removed files never count, and unchanged files are reused."""
 from __future__ import annotations
 
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from tests.oracle_data import adversarial
 from tests.tables import run_cli
 
 HUDI_SAMPLES = Path(__file__).resolve().parents[1] / "tests" / "data" / "hudi"
+DELTA_SAMPLES = HUDI_SAMPLES.parent / "delta"
 
 # the adversarial columns every format stores (Iceberg and Delta know no unsigned integers,
 # nanosecond or zoned-but-not-UTC timestamps, or times of day)
@@ -74,7 +76,6 @@ def iceberg(tmp_path_factory):
     snapshot ids in commit order."""
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.expressions import EqualTo, LessThan
-    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     warehouse = tmp_path_factory.mktemp("iceberg")
     catalog = SqlCatalog("test", uri=f"sqlite:///{warehouse}/catalog.db",
                          warehouse=f"file://{warehouse}")
@@ -86,20 +87,31 @@ def iceberg(tmp_path_factory):
     table.append(batch(1))
     table.overwrite(batch(2), overwrite_filter=EqualTo("part", 0))
     table.delete(LessThan("i32", 0))
-    # position deletes, as engines write them (pyiceberg reads them but does not write them)
     task = next(iter(table.scan().plan_files()))
-    deletes = pa.table({"file_path": [task.file.file_path] * 3,
-                        "pos": pa.array([0, 5, 7], pa.int64())})
-    path = f"{table.location()}/data/position-deletes-1.parquet"
-    pq.write_table(deletes, path.removeprefix("file://"))
-    with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
-        append.append_data_file(DataFile.from_args(
-            content=DataFileContent.POSITION_DELETES, file_path=path,
-            file_format=FileFormat.PARQUET, partition=task.file.partition, record_count=3,
-            file_size_in_bytes=Path(path.removeprefix("file://")).stat().st_size,
-            spec_id=task.file.spec_id))
+    position_deletes(table, task.file, [0, 5, 7])
     table = catalog.load_table("lake.events")
     return table, [s.snapshot_id for s in table.metadata.snapshots]
+
+
+def add_delete_file(table, data_file, content, rows: pa.Table, **fields) -> None:
+    """Commit a delete file for the partition of `data_file`, as engines write them (pyiceberg
+    reads position deletes but writes no delete files)."""
+    from pyiceberg.manifest import DataFile, FileFormat
+    path = f"{table.location()}/data/deletes-{content.name.lower()}-{uuid.uuid4().hex}.parquet"
+    pq.write_table(rows, path.removeprefix("file://"))
+    with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
+        append.append_data_file(DataFile.from_args(
+            content=content, file_path=path, file_format=FileFormat.PARQUET,
+            partition=data_file.partition, record_count=rows.num_rows,
+            file_size_in_bytes=Path(path.removeprefix("file://")).stat().st_size,
+            spec_id=data_file.spec_id, **fields))
+
+
+def position_deletes(table, data_file, positions: list[int]) -> None:
+    from pyiceberg.manifest import DataFileContent
+    add_delete_file(table, data_file, DataFileContent.POSITION_DELETES, pa.table({
+        "file_path": [data_file.file_path] * len(positions),
+        "pos": pa.array(positions, pa.int64())}))
 
 
 def test_iceberg_snapshots(iceberg, invoker, settings, tmp_path):
@@ -178,21 +190,44 @@ def test_delta_versions(delta, invoker, settings, tmp_path):
     assert sorted(p["partition_values"]["part"] or "null" for p in first) == ["0", "null"]
 
 
-# -- Hudi ----------------------------------------------------------------------------------------
-
-def hudi_roots(tmp: Path) -> list[Path]:
+def unzipped(zips: list[Path], tmp: Path, marker: str) -> list[Path]:
+    """The table roots of zipped sample tables: the grandparents of the files that the glob
+    `marker` finds."""
     roots = []
-    for sample in sorted(HUDI_SAMPLES.glob("*.zip")):
+    for sample in zips:
         with zipfile.ZipFile(sample) as z:
             z.extractall(tmp / sample.stem)
-        roots += [p.parent.parent for p in (tmp / sample.stem).glob("*/.hoodie/hoodie.properties")
+        roots += [p.parent.parent for p in (tmp / sample.stem).glob(marker)
                   if "__MACOSX" not in str(p)]
     return roots
 
 
+def test_delta_deletion_vectors(invoker, settings, tmp_path):
+    """Every version of tables whose deletes are deletion vectors (written by Spark; delta-rs
+    cannot write them) against delta-rs' query engine, which applies them."""
+    from deltalake import DeltaTable, QueryBuilder
+    zips = sorted(DELTA_SAMPLES.glob("*.zip"))
+    roots = unzipped(zips, tmp_path, "_delta_log/00000000000000000000.json")
+    assert len(roots) == len(zips)
+    for root in roots:
+        stats_root = Layout.of_table(str(root)).uri
+        latest = DeltaTable(root).version()
+        for version in range(latest + 1):
+            report = compute_snapshot(str(root), invoker, settings, snapshot=str(version))
+            assert "inexact" not in report.snapshot
+            reader = DeltaTable(root, version=version)
+            rows = pa.table(QueryBuilder().register("t", reader).execute(
+                "SELECT * FROM t").read_all())
+            oracle = tmp_path / f"{root.name}-{version}"
+            oracle.mkdir()
+            check_snapshot(stats_root, str(version), rows, oracle)
+
+
+# -- Hudi ----------------------------------------------------------------------------------------
+
 def test_hudi_samples(invoker, settings, tmp_path):
     import hudi
-    roots = hudi_roots(tmp_path)
+    roots = unzipped(sorted(HUDI_SAMPLES.glob("*.zip")), tmp_path, "*/.hoodie/hoodie.properties")
     assert len(roots) == len(list(HUDI_SAMPLES.glob("*.zip")))
     for root in roots:
         report = compute_snapshot(str(root), invoker, settings)
@@ -231,3 +266,34 @@ def test_formats_are_detected_and_misuse_is_a_clear_error(delta, tmp_path):
         from formats import open_snapshot
         open_snapshot(str(plain), Selection("orc"))
     assert pc is not None
+
+
+def test_iceberg_equality_deletes_are_flagged_and_never_certain(invoker, settings, tmp_path):
+    """Equality deletes are not applied: the file is listed as inexact, its partition says
+    bounds_exact false, and LIMIT and top-k pruning take none of its rows for certain (all
+    of them may be deleted)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.manifest import DataFileContent
+    catalog = SqlCatalog("eq", uri=f"sqlite:///{tmp_path}/catalog.db",
+                         warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("lake")
+    table = catalog.create_table("lake.t", schema=pa.schema([("x", pa.int64())]))
+    table.append(pa.table({"x": pa.array(range(100), pa.int64())}))
+    small = next(iter(table.scan().plan_files())).file
+    add_delete_file(table, small, DataFileContent.EQUALITY_DELETES,
+                    pa.table({"x": pa.array(range(100), pa.int64())}),
+                    equality_ids=[table.schema().find_field("x").field_id])
+    table.append(pa.table({"x": pa.array(range(1000, 1010), pa.int64())}))   # after: exact
+    root = table.location().removeprefix("file://")
+    report = compute_snapshot(root, invoker, settings)
+    deleted = small.file_path.removeprefix(f"{table.location()}/")
+    assert list(report.snapshot["inexact"]) == [deleted]
+    stats_root = Layout.of_table(root).uri
+    parts = {p["path"]: p["bounds_exact"] for p in TableStatistics(stats_root).partitions()}
+    assert parts[deleted] is False and sum(parts.values()) == 1
+    (later,) = [p for p, exact in parts.items() if exact]
+    from pruning import prune
+    # every row of the flagged file may be deleted: the later file's rows are the certain ones
+    assert prune(stats_root, None, 5, "x ASC").kept == [deleted, later]
+    assert prune(stats_root, None, 5).kept == [later]
+    assert prune(stats_root, "x >= 1000", 5).kept == [later]
