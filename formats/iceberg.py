@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from formats import (POSITION_DELETES, FormatError, Selection, Snapshot, data_file, listed,
@@ -74,15 +74,13 @@ def chosen(iceberg, selection: Selection):
 @dataclass
 class Manifest:
     """A data manifest of a snapshot, as the manifest list records it, with its live data
-    files and the bytes each stores per column (field id -> bytes, as the writer recorded)."""
+    files: their paths relative to the table root and their entries (pyiceberg's)."""
     path: str
     length: int
     spec_id: int
     added_snapshot_id: int | None
-    files: list[str] = field(default_factory=list)           # relative to the table root
-    column_sizes: list[dict[int, int]] = field(default_factory=list)
-    sequence_numbers: list[int] = field(default_factory=list)   # the files' data sequence
-    partitions: list = field(default_factory=list)               # the files' partition tuples
+    files: list[str]
+    entries: list
 
 
 @dataclass
@@ -96,24 +94,32 @@ class Manifests:
 
 
 def manifests(table: Store, iceberg, picked) -> Manifests:
-    """The manifests of snapshot `picked`, read side by side (one GET each)."""
+    """The data manifests of snapshot `picked`."""
+    return _described(iceberg, picked, _read(table, iceberg, picked)[0])
+
+
+def _read(table: Store, iceberg, picked) -> tuple[list[Manifest], list]:
+    """Every manifest of the snapshot, each read once (one GET), side by side: the data
+    manifests with their live data files, and the live delete entries of all of them (a
+    writer may misfile a delete file in a data manifest)."""
     from pyiceberg.manifest import DataFileContent, ManifestContent
-    listed_ = [m for m in picked.manifests(iceberg.io) if m.content == ManifestContent.DATA]
-
-    def read(m) -> Manifest:
-        out = Manifest(m.manifest_path, m.manifest_length, m.partition_spec_id,
-                       m.added_snapshot_id)
-        for entry in m.fetch_manifest_entry(iceberg.io, discard_deleted=True):
-            if entry.data_file.content != DataFileContent.DATA:    # a writer's misfiling
-                continue
-            out.files.append(relative(table, iceberg.location(), entry.data_file.file_path))
-            out.column_sizes.append(entry.data_file.column_sizes or {})
-            out.sequence_numbers.append(entry.sequence_number or 0)
-            out.partitions.append(entry.data_file.partition)
-        return out
-
+    manifest_files = picked.manifests(iceberg.io)
     with ThreadPoolExecutor(16) as pool:
-        found = list(pool.map(read, listed_))
+        read = list(pool.map(lambda m: m.fetch_manifest_entry(iceberg.io, discard_deleted=True),
+                             manifest_files))
+    found, deletes = [], []
+    for m, entries in zip(manifest_files, read):
+        live = [e for e in entries if e.data_file.content == DataFileContent.DATA]
+        deletes += [e for e in entries if e.data_file.content != DataFileContent.DATA]
+        if m.content == ManifestContent.DATA:
+            found.append(Manifest(m.manifest_path, m.manifest_length, m.partition_spec_id,
+                                  m.added_snapshot_id, [relative(
+                                      table, iceberg.location(), e.data_file.file_path)
+                                      for e in live], live))
+    return found, deletes
+
+
+def _described(iceberg, picked, found: list[Manifest]) -> Manifests:
     schema = iceberg.schemas().get(picked.schema_id, iceberg.schema())
     specs = iceberg.specs()
     sources = [{schema.find_column_name(f.source_id) for f in specs[m.spec_id].fields}
@@ -125,46 +131,34 @@ def manifests(table: Store, iceberg, picked) -> Manifests:
 
 def snapshot(table: Store, selection: Selection) -> Snapshot:
     from pyiceberg.manifest import DataFileContent
-    from pyiceberg.table import ManifestGroupPlanner
+    from pyiceberg.table.delete_file_index import DeleteFileIndex
     iceberg = load(table, selection)
     picked = chosen(iceberg, selection)
     if picked is None:
         return Snapshot("iceberg", None, [])
-    equality = []
-
-    def diverted(entry) -> bool:
-        """pyiceberg's planner refuses equality deletes: they are set aside, and flag the
-        files they apply to."""
-        if entry.data_file.content == DataFileContent.EQUALITY_DELETES:
-            equality.append(entry)
-            return False
-        return True
-
+    found, deletes = _read(table, iceberg, picked)
     specs = iceberg.specs()
-    files = []
-    for task in ManifestGroupPlanner(iceberg.metadata, iceberg.io).plan_files(
-            picked.manifests(iceberg.io), diverted):
-        f = task.file
-        positions = sorted(d.file_path for d in task.delete_files
-                           if d.content == DataFileContent.POSITION_DELETES)
-        names = [p.name for p in specs[f.spec_id].fields]
-        files.append(data_file(relative(table, iceberg.location(), f.file_path),
-                               f.file_size_in_bytes, "iceberg", dict(zip(names, f.partition)),
-                               (POSITION_DELETES, f.file_path, *positions) if positions else ()))
-    found = manifests(table, iceberg, picked)
-    return Snapshot("iceberg", str(picked.snapshot_id), sorted(files, key=lambda d: d.rel_path),
-                    picked.timestamp_ms, _equality_deleted(found, equality, specs), found)
-
-
-def _equality_deleted(found: Manifests, equality: list, specs: dict) -> dict[str, str]:
-    """The data files that equality deletes apply to (Iceberg's rule: a delete of a later
-    data sequence number, in the file's partition or, from an unpartitioned spec, in any)."""
-    newest: dict = {}
-    for entry in equality:
+    positions, newest = DeleteFileIndex(), {}
+    for entry in deletes:
         f = entry.data_file
-        key = None if specs[f.spec_id].is_unpartitioned() else (f.spec_id, f.partition)
-        newest[key] = max(newest.get(key, 0), entry.sequence_number or 0)
-    return {rel: "equality deletes not applied: counts include deleted rows"
-            for m in found.manifests
-            for rel, seq, partition in zip(m.files, m.sequence_numbers, m.partitions)
-            if max(newest.get(None, 0), newest.get((m.spec_id, partition), 0)) > seq}
+        if f.content == DataFileContent.POSITION_DELETES:
+            positions.add_delete_file(entry, partition_key=f.partition)
+        else:       # equality deletes: the newest per partition, or global when unpartitioned
+            key = None if specs[f.spec_id].is_unpartitioned() else (f.spec_id, f.partition)
+            newest[key] = max(newest.get(key, 0), entry.sequence_number or 0)
+    files, inexact = [], {}
+    for m in found:
+        names = [p.name for p in specs[m.spec_id].fields]
+        for rel, entry in zip(m.files, m.entries):
+            f, sequence = entry.data_file, entry.sequence_number or 0
+            position_files = sorted(d.file_path for d in positions.for_data_file(
+                sequence, f, partition_key=f.partition))
+            # Iceberg's rule: an equality delete of a later data sequence number applies
+            if max(newest.get(None, 0), newest.get((f.spec_id, f.partition), 0)) > sequence:
+                inexact[rel] = "equality deletes not applied: counts include deleted rows"
+            files.append(data_file(rel, f.file_size_in_bytes, "iceberg",
+                                   dict(zip(names, f.partition)),
+                                   (POSITION_DELETES, f.file_path, *position_files)
+                                   if position_files else ()))
+    return Snapshot("iceberg", str(picked.snapshot_id), sorted(files, key=lambda d: d.rel_path),
+                    picked.timestamp_ms, inexact, _described(iceberg, picked, found))

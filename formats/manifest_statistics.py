@@ -85,7 +85,7 @@ def _column_sizes(found: Manifests, field_id: int | None) -> pa.Array:
     recorded none."""
     out = []
     for m in found.manifests:
-        sizes = [s.get(field_id) for s in m.column_sizes]
+        sizes = [(e.data_file.column_sizes or {}).get(field_id) for e in m.entries]
         out.append(None if field_id is None or None in sizes else sum(sizes))
     return pa.array(out, pa.int64())
 

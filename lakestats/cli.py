@@ -227,8 +227,9 @@ def cmd_manifests(args) -> int:
         raise FormatError(f"{args.table}: the Iceberg table has no snapshot yet")
     columns = args.columns.split(",") if args.columns else None
     stored = manifest_statistics.stored(
-        stats.layout, Store(args.table), Selection("iceberg", None, None, args.catalog,
-                                                   args.table_name, args.catalog_name),
+        stats.layout, Store(args.table), Selection("iceberg", catalog=args.catalog,
+                                                   table_name=args.table_name,
+                                                   catalog_name=args.catalog_name),
         stats.manifest["snapshot"], stats.version)
     result = {"table": args.table, "format": "iceberg", "snapshot": stats.manifest["snapshot"],
               "version": stats.version, "partition_columns": stored.partition_columns,
