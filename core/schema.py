@@ -48,6 +48,11 @@ STATISTICS_FIELDS: list[tuple[str, pa.DataType, str]] = [
      "describe this version; else the version they last described exactly (a new file "
      "changed a column too large to merge at once: distinct_count is then the sketch's "
      "estimate, distinct_count_exact false, until a compaction or compute --exact)"),
+    ("range_set", pa.list_(pa.string()),
+     "numeric and temporal columns: at most n_r (20 by default) non-overlapping ranges "
+     "covering every non-NaN value, cut at the largest gaps between distinct values "
+     "(core.range_sets, Lemma 1): canonical text low1, high1, low2, high2, ... Partition "
+     "level; join pruning unions them into data-induced predicates"),
     # binary columns below: the bulk of the file, skipped by readers that do not need them
     ("ndv_sketch", pa.binary(),
      "KMV distinct-count sketch: the up to 4,096 smallest 64-bit hashes (core.hashing) "
@@ -152,7 +157,13 @@ def index_column_type(value_type: pa.DataType | None) -> pa.DataType:
                ("bloom_length", pa.int64()),
                # user-defined statistics' states (statistic -> state; null: it failed)
                ("plugin_states", pa.map_(pa.string(), pa.binary()))]
+    if value_type is not None:        # the range-set (numeric and temporal columns), typed
+        fields.append(("range_set", range_set_type(value_type)))
     return pa.struct(fields)
+
+
+def range_set_type(value_type: pa.DataType) -> pa.DataType:
+    return pa.list_(pa.struct([("low", value_type), ("high", value_type)]))
 
 
 # snapshots/<snapshot>.manifests.parquet (Iceberg tables): manifest-level statistics, the

@@ -11,6 +11,7 @@ from typing import Mapping
 
 DEFAULT_BINS = 1000                 # histogram bins (10,000 selectable)
 BLOOM_MIN_DISTINCT = 64             # more values in a partition: a Bloom filter; else a value set
+RANGE_SET_SIZE = 20                 # ranges per partition range-set (join pruning; the paper's n_r)
 LOW_DISTINCT_MAX = 1_000_000        # values a low-distinct column sends its reducer
 LOW_DUPLICATE_MAX = 1_000_000       # repeated values one function can confirm
 FREQUENCY_ALGORITHMS = ("low-distinct", "low-duplicate", "binned")
@@ -27,6 +28,7 @@ class PartitionSettings:
     bloom_min_distinct: int = BLOOM_MIN_DISTINCT
     # user-defined statistics: plugin modules, .py files or entry-point groups (core.udf)
     statistics: tuple[str, ...] = ()
+    range_set_size: int = RANGE_SET_SIZE
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,8 @@ class Settings:
             partition=PartitionSettings(
                 number("LAKESTATS_BINS", DEFAULT_BINS),
                 number("LAKESTATS_BLOOM_MIN_DISTINCT", BLOOM_MIN_DISTINCT),
-                names(env.get("LAKESTATS_STATISTICS", ""))),
+                names(env.get("LAKESTATS_STATISTICS", "")),
+                number("LAKESTATS_RANGE_SET_SIZE", RANGE_SET_SIZE)),
             frequencies=FrequencySettings(
                 low_distinct_max=number("LAKESTATS_LOW_DISTINCT_MAX", LOW_DISTINCT_MAX),
                 low_duplicate_max=number("LAKESTATS_LOW_DUPLICATE_MAX", LOW_DUPLICATE_MAX)),

@@ -32,6 +32,8 @@ import types
 import typing
 from dataclasses import dataclass
 
+from core.settings import RANGE_SET_SIZE
+
 JOB_TTL_SECONDS = 6 * 3600
 LOCK_TTL_SECONDS = 60               # the lock covers a version number and a pointer swap
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
@@ -114,6 +116,7 @@ class PartitionTask:
     bloom_min_distinct: int
     statistics: tuple[str, ...] = ()        # user-defined statistics' plugins (core.udf)
     reading: tuple[str, ...] = ()           # how a table format's file is read (formats.rows)
+    range_set_size: int = RANGE_SET_SIZE    # ranges per numeric or temporal column
 
 
 @dataclass(frozen=True)

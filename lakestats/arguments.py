@@ -80,6 +80,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--bloom-min-distinct", type=int, metavar="N",
                    help="write a partition Bloom filter for columns with more than N distinct "
                         f"values in the partition (default {defaults.BLOOM_MIN_DISTINCT})")
+    c.add_argument("--range-set-size", type=int, metavar="N",
+                   help="ranges per partition range-set of numeric and temporal columns, for "
+                        f"join pruning (default {defaults.RANGE_SET_SIZE}, or "
+                        "$LAKESTATS_RANGE_SET_SIZE)")
     c.add_argument("--allow-partial", action="store_true",
                    help="publish over the good partitions when some files fail; "
                         "the missing ones are recorded, and the exit status is 0")
@@ -153,6 +157,21 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--where", metavar="EXPR", help="a Spark SQL boolean expression")
     c.add_argument("--limit", type=int, metavar="K", help="the query's LIMIT")
     c.add_argument("--order-by", metavar="'COL [ASC|DESC]'", help="the query's ORDER BY")
+
+    c = sub.add_parser(
+        "prune-query", help="the data files each table of a SQL query must read: filter "
+        "pruning, then join pruning by data-induced predicates",
+        description="Reads each table's published statistics (not its data), extracts the "
+        "query's join graph, prunes each scan by its local predicates, then sends data-induced "
+        "predicates (range-sets of join keys) along the joins.",
+        epilog='--json prints {"tables": {NAME: {"kept", "skipped", "files_before", '
+        '"files_after_local", "files_after_dips", "bytes_before", "bytes_after", "dips": '
+        '[{"from", "column", "files_after"}]}}, "planning_ms"}; paths relative to the table.')
+    c.add_argument("--sql", required=True, metavar="FILE_OR_TEXT",
+                   help="a Spark SQL query, or a file holding one")
+    c.add_argument("--table", action="append", required=True, metavar="NAME=PATH",
+                   help="a table the query names and its root (repeat for each table)")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
 
     c = table_command(
         "manifests", "Iceberg manifest-level statistics (per data manifest: record count, "

@@ -13,8 +13,8 @@ from lakestats.arguments import EXIT_USAGE
 
 EXIT_FAILED = 1
 # commands that only read statistics: their process is set up for it (lakestats.lookup_process)
-LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "quantiles", "rank",
-           "where"}
+LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "prune-query",
+           "quantiles", "rank", "where"}
 
 
 class CliError(Exception):
@@ -24,6 +24,7 @@ class CliError(Exception):
 # flag -> (settings group, setting); a flag left out keeps the environment's value or default
 FLAG_SETTINGS = {
     "bins": ("partition", "max_bins"), "bloom_min_distinct": ("partition", "bloom_min_distinct"),
+    "range_set_size": ("partition", "range_set_size"),
     "frequency_algorithm": ("frequencies", "algorithm"),
     "low_distinct_max": ("frequencies", "low_distinct_max"),
     "low_duplicate_max": ("frequencies", "low_duplicate_max"),
@@ -211,6 +212,32 @@ def cmd_prune(args) -> int:
         _print_json(result.as_json())
     else:
         render.pruning(result)
+    return 0
+
+
+def cmd_prune_query(args) -> int:
+    from pruning import PredicateError
+    from pruning.joins import prune_query
+    tables = {}
+    for item in args.table:
+        name, sep, path = item.partition("=")
+        if not (sep and name and path):
+            print(f"lakestats: error: --table {item!r}: expected NAME=PATH", file=sys.stderr)
+            return EXIT_USAGE
+        tables[name] = path
+    query = args.sql
+    if "\n" not in query and os.path.isfile(query):
+        with open(query, encoding="utf-8") as f:
+            query = f.read()
+    try:
+        result = prune_query(query, tables)
+    except PredicateError as e:
+        print(f"lakestats: error: {e}".replace("\n", " "), file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        _print_json(result.as_json())
+    else:
+        render.query_pruning(result.as_json())
     return 0
 
 

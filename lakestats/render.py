@@ -140,6 +140,21 @@ def pruning(result) -> None:
         out.print(f"  {path}{'  (fully matching)' if path in fully else ''}", highlight=False)
 
 
+def query_pruning(result: dict) -> None:
+    t = Table(show_edge=False, header_style="bold")
+    for name in ("table", "files", "after local", "after diPs", "bytes read"):
+        t.add_column(name, justify="left" if name == "table" else "right")
+    for name, r in result["tables"].items():
+        t.add_row(name, f"{r['files_before']:,}", f"{r['files_after_local']:,}",
+                  f"{r['files_after_dips']:,}", f"{r['bytes_after']:,} of {r['bytes_before']:,}")
+    out.print(t)
+    for name, r in result["tables"].items():
+        for dip in r["dips"]:
+            out.print(f"  diP {dip['from']} -> {name}.{dip['column']}: "
+                      f"{dip['files_after']:,} files left", highlight=False)
+    out.print(f"planning {result['planning_ms']:.1f} ms")
+
+
 def manifests(result: dict) -> None:
     out.print(f"snapshot {result['snapshot']} (version {result['version']}): "
               f"{len(result['manifests']):,} data manifests; partitioned by "

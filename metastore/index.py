@@ -59,11 +59,27 @@ def _column(rows: list[dict | None], field: pa.Field) -> pa.StructArray:
         if child.name in ("min", "max"):
             texts = [r[child.name] if r else None for r in rows]
             children.append(ty.from_text(texts, field.type))
+        elif child.name == "range_set":
+            children.append(_range_sets([r.get("range_set") if r else None for r in rows],
+                                        field.type, child.type))
         else:
             children.append(pa.array([r.get(child.name) if r else None for r in rows],
                                      child.type))
     absent = pa.array([r is None for r in rows], pa.bool_())
     return pa.StructArray.from_arrays(children, fields=list(struct), mask=absent)
+
+
+def _range_sets(texts: list[list[str] | None], arrow_type: pa.DataType,
+                list_type: pa.DataType) -> pa.ListArray:
+    """Range-sets as statistics.parquet keeps them (flat text) into typed (low, high) lists."""
+    flat = [t for pairs in texts if pairs for t in pairs]
+    typed = ty.from_text(flat, arrow_type).cast(list_type.value_type.field("low").type)
+    bounds = pa.StructArray.from_arrays([typed[0::2], typed[1::2]],
+                                        fields=list(list_type.value_type))
+    sizes = np.array([len(p) // 2 if p else 0 for p in texts], np.int32)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, bounds, type=list_type,
+                                    mask=pa.array([p is None for p in texts], pa.bool_()))
 
 
 def plugin_states(index: pa.Table, k: int) -> pa.Table:

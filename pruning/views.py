@@ -59,12 +59,15 @@ class Candidate:
         return self.view.stats[column].get("bloom") is not None
 
 
-def candidates(stats: TableStatistics, wanted: set[str]) -> tuple[list[Candidate], MemberAll]:
+def candidates(stats: TableStatistics, wanted: set[str], index: pa.Table | None = None
+               ) -> tuple[list[Candidate], MemberAll]:
     """Every partition of the version, with the statistics of the `wanted` columns, and the
-    membership test of many partitions at once (pruning.batch)."""
+    membership test of many partitions at once (pruning.batch); from `index`, the partition
+    index holding those columns, when the caller has read it."""
     table_schema = stats.schema()
     columns = sorted(c for c in wanted if c in table_schema.names)
-    index = stats.partition_index(columns)
+    if index is None:
+        index = stats.partition_index(columns)
     paths = index["path"].to_pylist()
     per_column = {c: _ranges(index, table_schema, c) for c in columns}
     blooms = _Blooms(stats, per_column)

@@ -1,11 +1,14 @@
 """PySpark integration: statistics into Spark's cost-based optimizer, statistics computed by
-Spark tasks, statistics as a DataFrame, and reads pruned by the statistics.
+Spark tasks, statistics as a DataFrame, and reads and queries (join pruning) pruned by the
+statistics.
 
 Reads the statistics that metastore/ defines; never imported by functions/ (the Lambda package
 stays free of PySpark)."""
 from spark_bridge.catalog import StaleStatistics, apply_statistics
 from spark_bridge.compute import compute
 from spark_bridge.frame import statistics_frame
+from spark_bridge.joins import explain_pruning, sql
 from spark_bridge.read import prune, read
 
-__all__ = ["StaleStatistics", "apply_statistics", "compute", "prune", "read", "statistics_frame"]
+__all__ = ["StaleStatistics", "apply_statistics", "compute", "explain_pruning", "prune", "read",
+           "sql", "statistics_frame"]

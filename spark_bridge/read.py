@@ -24,15 +24,8 @@ def prune(table_uri: str, where: str | None = None, limit: int | None = None,
 
 def read(spark, table_uri: str, where: str | None = None, order_by: str | None = None,
          limit: int | None = None, *, stats_root: str | None = None):
-    table = Store(table_uri)
     result = prune(table_uri, where, limit, order_by, stats_root=stats_root)
-    if table.is_s3 and not _has_s3a(spark):
-        df = _through_arrow(spark, table, result.kept)
-    else:
-        uri = table.uri.replace("s3://", "s3a://", 1)
-        paths = [f"{uri}/{p}" for p in result.kept]
-        reader = spark.read.option("basePath", uri)      # Hive directories stay columns
-        df = reader.parquet(*paths) if paths else _empty(spark, table)
+    df = files_frame(spark, table_uri, result.kept)
     if where:
         df = df.where(where)
     if order_by:
@@ -40,6 +33,17 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
     if limit is not None:
         df = df.limit(limit)
     return df
+
+
+def files_frame(spark, table_uri: str, kept: list[str]):
+    """A DataFrame over some of a table's data files (paths relative to the table)."""
+    table = Store(table_uri)
+    if table.is_s3 and not _has_s3a(spark):
+        return _through_arrow(spark, table, kept)
+    uri = table.uri.replace("s3://", "s3a://", 1)
+    paths = [f"{uri}/{p}" for p in kept]
+    reader = spark.read.option("basePath", uri)      # Hive directories stay columns
+    return reader.parquet(*paths) if paths else _empty(spark, table)
 
 
 def _order(order_by: str):

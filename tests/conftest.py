@@ -63,12 +63,13 @@ def invoker(s3_endpoint):
 
 
 def settings_with(redis_url: str, max_bins: int | None = None, statistics: tuple = (),
-                  **changes) -> Settings:
-    """Settings on the shared Redis; max_bins and statistics (plugins) go to the partition
-    settings, the rest (e.g. frequencies=FrequencySettings(...), allow_partial, timeout) to
-    Settings."""
+                  range_set_size: int | None = None, **changes) -> Settings:
+    """Settings on the shared Redis; max_bins, statistics (plugins) and range_set_size go to
+    the partition settings, the rest (e.g. frequencies=FrequencySettings(...), allow_partial,
+    timeout) to Settings."""
     partition = PartitionSettings(statistics=tuple(statistics),
-                                  **({"max_bins": max_bins} if max_bins else {}))
+                                  **({"max_bins": max_bins} if max_bins else {}),
+                                  **({"range_set_size": range_set_size} if range_set_size else {}))
     return Settings(redis_url=redis_url, partition=partition, **changes)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import hashing
+from core import hashing, range_sets
 from core import histogram as hist
 from core import types as ty
 from core import udf
@@ -16,6 +16,7 @@ from core.binning import binning_values
 from core.bloom import BloomFilter
 from core.counting import sum_by_value, value_counts
 from core.exact import Moments, exact_moments
+from core.settings import RANGE_SET_SIZE
 
 KLL_K = 200
 
@@ -25,10 +26,12 @@ class ColumnStats:
     counts (for frequencies.parquet) and the histogram."""
 
     def __init__(self, name: str, arrow_type: pa.DataType, max_bins: int,
-                 bloom_min_distinct: int, statistics: tuple[udf.Statistic, ...] = ()):
+                 bloom_min_distinct: int, statistics: tuple[udf.Statistic, ...] = (),
+                 range_set_size: int = RANGE_SET_SIZE):
         self.name, self.type = name, arrow_type
         self.kind = ty.kind_of(arrow_type)
         self.max_bins, self.bloom_min_distinct = max_bins, bloom_min_distinct
+        self.range_set_size = range_set_size
         self.row_count = self.null_count = self.nan_count = 0
         self.true_count = 0
         self.extremes: list[pa.Scalar] = []
@@ -120,6 +123,7 @@ class ColumnStats:
             histogram = hist.merge(self.histograms, self.max_bins)
             row["histogram_exponent"] = histogram.exponent if histogram else None
             row["quantile_sketch"] = None if self.kll.is_empty() else self.kll.serialize()
+            row["range_set"] = _range_set(counts["value"].combine_chunks(), self.range_set_size)
         # frequencies are always complete: the table-level algorithms reduce them exactly
         text = ty.to_text(counts["value"].combine_chunks())
         hashes = hashing.hash_text(text)
@@ -143,6 +147,18 @@ class ColumnStats:
             pa.concat_arrays([vc.field(0) for vc in self.value_counts]),
             np.concatenate([vc.field(1).to_numpy() for vc in self.value_counts]))
         return pa.table({"value": values, "count": counts})
+
+
+def _range_set(values: pa.Array, n: int) -> list[str] | None:
+    """The distinct values' range-set (core.range_sets, Lemma 1) as canonical text: low1,
+    high1, low2, ...; NaN left out, as from min and max."""
+    if pa.types.is_floating(values.type):
+        values = values.filter(pc.invert(pc.is_nan(values)))
+    if not len(values):
+        return None
+    values = values.take(pc.sort_indices(values))
+    first, last = range_sets.split_points(binning_values(values), n)
+    return ty.to_text(values.take(np.column_stack([first, last]).ravel())).to_pylist()
 
 
 def _number_text(value) -> str:

@@ -23,7 +23,8 @@ def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[
     events = [StepEvent(PARTITION_STATISTICS, f.rel_path, PartitionTask(
         table, f.rel_path, f.fingerprint, layout.partition(f.rel_path, f.fingerprint).uri,
         settings.partition.max_bins, settings.partition.bloom_min_distinct,
-        settings.partition.statistics, f.reading)) for f in todo]
+        settings.partition.statistics, f.reading, settings.partition.range_set_size))
+        for f in todo]
 
     def arrived(i: int, result) -> None:
         if result.status == "ok" and on_done:

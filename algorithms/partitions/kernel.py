@@ -107,7 +107,7 @@ def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: Partitio
     """Each of the fields with its statistics row, value counts, histogram and the errors
     of user-defined statistics; rows at the `deleted` positions are left out."""
     stats = [ColumnStats(f.name, f.type, settings.max_bins, settings.bloom_min_distinct,
-                         statistics) for f in fields]
+                         statistics, settings.range_set_size) for f in fields]
     field = None
     try:        # not OSError: retried
         start = 0

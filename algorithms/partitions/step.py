@@ -12,7 +12,8 @@ def partition_statistics(event: StepEvent) -> PartitionResult:
     """Bad data fails the partition for good (status failed, not retried); other errors
     raise, and the fan-out retries them."""
     task: PartitionTask = event.task
-    settings = PartitionSettings(task.max_bins, task.bloom_min_distinct, task.statistics)
+    settings = PartitionSettings(task.max_bins, task.bloom_min_distinct, task.statistics,
+                                 task.range_set_size)
     try:
         stats = kernel.compute(Store(task.table), task.rel_path, settings, task.reading)
     except kernel.PartitionError as e:
@@ -35,4 +36,5 @@ def statistics_of_object(table: str, rel_path: str, layout: Layout,
         return PartitionResult(rel_path, data_file.fingerprint, "ok", reused=True)
     return partition_statistics(StepEvent(PARTITION_STATISTICS, rel_path, PartitionTask(
         table, rel_path, data_file.fingerprint, out.uri, settings.max_bins,
-        settings.bloom_min_distinct, settings.statistics)))
+        settings.bloom_min_distinct, settings.statistics,
+        range_set_size=settings.range_set_size)))

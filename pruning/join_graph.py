@@ -1,0 +1,403 @@
+"""The join graph of a Spark SQL query: its table scans, each scan's local predicates, and the
+equi-join edges between scans along which data-induced predicates may travel.
+
+The query is parsed and its columns qualified by sqlglot (Spark dialect, no JVM), then walked
+block by block:
+
+- A scan is one reference to a table (a table read twice is two scans). Its local predicates
+  are the conjuncts of WHERE and ON that name its columns alone, where they filter it: ON
+  conjuncts only on the side an outer join does not preserve, WHERE conjuncts on a
+  null-supplying side only when they are null-rejecting.
+- An edge joins two column endpoints with a join type. Inner and semi joins pass diPs both ways;
+  an outer join only from its preserved side; an anti join only from left to right (NOT IN, a
+  null-aware anti join, only while no left row has a null key: pruning.joins checks that);
+  a full outer join passes nothing.
+- Subqueries are joins as Spark decorrelates them: `EXISTS` and `IN (subquery)` semi joins,
+  `NOT EXISTS` and `NOT IN` anti joins, a correlated scalar subquery a left outer join from the
+  outer block (correlations with the immediately enclosing block only).
+- An endpoint is the list of scan columns a block's output column comes from: through plain
+  projections and renames, through GROUP BY on grouping columns only, and through UNION as OR
+  (every branch). Blocks with LIMIT, window functions, INTERSECT or EXCEPT let nothing in or
+  out. What the walk does not understand never prunes: its conjuncts are dropped, never
+  guessed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import OptimizeError, SqlglotError
+from sqlglot.optimizer.qualify import qualify
+
+from pruning.predicate import PredicateError, StatsView, evaluate
+
+INNER, SEMI, ANTI, NOT_IN, LEFT, RIGHT, FULL = \
+    "inner", "semi", "anti", "null-aware anti", "left outer", "right outer", "full outer"
+# join type -> (passes left to right, passes right to left)
+DIRECTIONS = {INNER: (True, True), SEMI: (True, True), ANTI: (True, False),
+              NOT_IN: (True, False), LEFT: (True, False), RIGHT: (False, True),
+              FULL: (False, False)}
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A scan's column that a block's output column comes from; `nullable` when it lies on the
+    null-supplying side of an outer join on the way up."""
+    scan: int
+    column: str
+    nullable: bool = False
+
+
+@dataclass
+class Scan:
+    id: int
+    table: str                     # the table's name in the query
+    alias: str
+    # the table reference in the query it reads through (JoinGraph.tree's meta["scan"]): a
+    # common table expression named twice is walked twice, its tables once in the text
+    reference: int
+    predicates: list[exp.Expression] = field(default_factory=list)   # columns unqualified
+
+
+@dataclass(frozen=True)
+class Edge:
+    left: tuple[Origin, ...]
+    right: tuple[Origin, ...]
+    kind: str
+
+    def sends(self) -> list[tuple[tuple[Origin, ...], tuple[Origin, ...], str]]:
+        """(from, to, kind) of each direction the join type lets a diP travel; never into a
+        null-supplying side across an anti join (pruning it would turn matches into nulls)."""
+        forward, backward = DIRECTIONS[self.kind]
+        out = []
+        if forward and not (self.kind in (ANTI, NOT_IN) and any(o.nullable for o in self.right)):
+            out.append((self.left, self.right, self.kind))
+        if backward:
+            out.append((self.right, self.left, self.kind))
+        return out
+
+
+@dataclass
+class JoinGraph:
+    scans: list[Scan]
+    edges: list[Edge]
+    tree: exp.Expression           # the parsed query; each scan's table node has meta["scan"]
+
+    def is_tree(self) -> bool:
+        """Every endpoint one column and the scans linked without a cycle (a forest)."""
+        links = set()
+        for e in self.edges:
+            if len(e.left) != 1 or len(e.right) != 1:
+                return False
+            links.add(frozenset((e.left[0].scan, e.right[0].scan)))
+        parent = list(range(len(self.scans)))
+
+        def root(a: int) -> int:
+            while parent[a] != a:
+                a = parent[a]
+            return a
+        for link in links:
+            if len(link) == 1:           # a self-join's edge within one scan
+                return False
+            a, b = map(root, link)
+            if a == b:
+                return False
+            parent[a] = b
+        return True
+
+
+def parse(sql: str) -> exp.Expression:
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except SqlglotError as e:
+        raise PredicateError(f"query does not parse: {str(e).splitlines()[0]}") from None
+    if not isinstance(tree, exp.Query):
+        raise PredicateError("not a query: expected SELECT ...")
+    return tree
+
+
+def tables_named(tree: exp.Expression, given: list[str]) -> list[str]:
+    """The given tables the query names (Spark's names are case-insensitive); an error names
+    a table the query reads that is not given."""
+    by_name = {t.lower(): t for t in given}
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    named = []
+    for table in tree.find_all(exp.Table):
+        name = table.name.lower()
+        if name in ctes or table.args.get("db"):
+            continue
+        if name not in by_name:
+            raise PredicateError(f"table {table.name!r} is in the query but not given "
+                                 f"(given: {', '.join(sorted(given)) or 'none'})")
+        named.append(by_name[name])
+    return sorted(set(named))
+
+
+def extract(tree: exp.Expression, schemas: dict[str, list[str]]) -> JoinGraph:
+    """The join graph of a parsed query over tables named as in `schemas` (name -> column
+    names)."""
+    tables_named(tree, list(schemas))
+    for i, table in enumerate(tree.find_all(exp.Table)):
+        table.meta["scan"] = i
+    try:
+        qualified = qualify(tree.copy(), schema={t: {c: "string" for c in cols}
+                                                 for t, cols in schemas.items()},
+                            dialect="spark")
+    except (OptimizeError, SqlglotError) as e:
+        raise PredicateError(f"query: {str(e).splitlines()[0]}") from None
+    walk = _Walk({t.lower(): t for t in schemas},
+                 {t.lower(): {c.lower(): c for c in cols} for t, cols in schemas.items()})
+    walk.query(qualified, [], {})
+    return JoinGraph(walk.scans, walk.edges, tree)
+
+
+# -- the walk
+
+
+@dataclass
+class _Source:
+    """A FROM item of a block: output column -> its origins (None: computed, opaque)."""
+    columns: dict[str, list[Origin] | None]
+    scan: Scan | None = None
+    nullable: bool = False
+
+    def origins(self, column: str) -> list[Origin] | None:
+        found = self.columns.get(column)
+        if found is None:
+            return None
+        return [Origin(o.scan, o.column, o.nullable or self.nullable) for o in found]
+
+
+_Scope = dict[str, _Source]        # alias -> source, one block
+
+
+class _Walk:
+    def __init__(self, tables: dict[str, str], columns: dict[str, dict[str, str]]):
+        self.tables, self.columns = tables, columns
+        self.scans: list[Scan] = []
+        self.edges: list[Edge] = []
+        self.walked: set[int] = set()        # query nodes walked (each subquery once)
+
+    # a query: SELECT, set operations, parentheses; returns its output columns, in order
+    def query(self, node: exp.Expression, outer: list[_Scope], ctes: dict[str, exp.Expression],
+              correlation: str | None = None) -> list[tuple[str, list[Origin] | None]]:
+        ctes = {**ctes, **{c.alias_or_name.lower(): c.this for c in _arg(node, "with").expressions}} \
+            if _arg(node, "with") else ctes
+        self.walked.add(id(node))
+        if isinstance(node, exp.Subquery):
+            return self.query(node.this, outer, ctes, correlation)
+        if isinstance(node, exp.Select):
+            return self.select(node, outer, ctes, correlation)
+        if isinstance(node, exp.SetOperation):
+            left = self.query(node.left, outer, ctes)
+            right = self.query(node.right, outer, ctes)
+            if not isinstance(node, exp.Union) or len(left) != len(right):
+                return [(name, None) for name, _ in left]
+            return [(name, a + b if a is not None and b is not None else None)
+                    for (name, a), (_, b) in zip(left, right)]
+        return []
+
+    def select(self, node: exp.Select, outer: list[_Scope], ctes, correlation):
+        scope: _Scope = {}
+        first = _arg(node, "from")
+        if first is not None:
+            scope[first.this.alias_or_name] = self.source(first.this, outer, ctes)
+        for join in node.args.get("joins") or []:
+            self.join(join, scope, outer, ctes)
+        for conjunct in _conjuncts(node.args.get("where")):
+            self.where(conjunct, scope, outer, ctes, correlation)
+        # subqueries anywhere else (select list, HAVING, under OR): their scans, no edges out
+        for sub in list(node.find_all(exp.Select)):
+            if sub is not node and id(sub) not in self.walked and _block_of(sub) is node:
+                self.query(sub, [scope, *outer], ctes)
+        return self.outputs(node, scope)
+
+    def source(self, node: exp.Expression, outer, ctes) -> _Source:
+        if isinstance(node, exp.Table) and not node.args.get("db"):
+            name = node.name.lower()
+            if name in ctes:
+                return _Source(dict(self.query(ctes[name], outer, ctes)))
+            if name in self.tables:
+                scan = Scan(len(self.scans), self.tables[name], node.alias_or_name,
+                            node.meta["scan"])
+                self.scans.append(scan)
+                return _Source({c: [Origin(scan.id, real)]
+                                for c, real in self.columns[name].items()}, scan)
+        if isinstance(node, exp.Subquery):
+            return _Source(dict(self.query(node.this, outer, ctes)))
+        return _Source({})          # a table function, VALUES, ...: opaque
+
+    def join(self, join: exp.Join, scope: _Scope, outer, ctes) -> None:
+        left = set(scope)
+        alias = join.this.alias_or_name
+        right = scope[alias] = self.source(join.this, outer, ctes)
+        side, kind = (join.side or "").upper(), (join.kind or "").upper()
+        join_type = {"SEMI": SEMI, "ANTI": ANTI}.get(kind) or \
+            {"LEFT": LEFT, "RIGHT": RIGHT, "FULL": FULL}.get(side, INNER)
+        # the sides whose rows ON filters: those the join does not preserve
+        filtered = {INNER: left | {alias}, SEMI: left | {alias}, ANTI: {alias}, LEFT: {alias},
+                    RIGHT: left, FULL: set()}[join_type]
+        for conjunct in _conjuncts(join.args.get("on")):
+            pair = self.equi(conjunct, [scope])
+            if pair is not None:
+                (a, oa), (b, ob) = pair
+                if a in left and b == alias:
+                    self.edge(oa, ob, join_type)
+                elif b in left and a == alias:
+                    self.edge(ob, oa, join_type)
+                continue
+            only = _single_source(conjunct, [scope])
+            if only in filtered:
+                self.local(conjunct, scope, only, scope[only].nullable)
+        # after ON: a join's own condition filters the side it makes null-supplying
+        if join_type in (LEFT, FULL):
+            right.nullable = True
+        if join_type in (RIGHT, FULL):
+            for a in left:
+                scope[a].nullable = True
+
+    def where(self, conjunct: exp.Expression, scope: _Scope, outer, ctes, correlation) -> None:
+        negated = isinstance(conjunct, exp.Not)
+        atom = conjunct.this if negated else conjunct
+        inner = [scope, *outer]
+        if isinstance(atom, exp.Exists):
+            self.query(atom.this, inner, ctes, ANTI if negated else SEMI)
+            return
+        if isinstance(atom, exp.In) and isinstance(atom.args.get("query"), exp.Expression):
+            query = atom.args["query"]
+            kind = NOT_IN if negated else SEMI
+            out = self.query(query, inner, ctes, ANTI if negated else SEMI)
+            probe = self.origins(atom.this, [scope])
+            if probe and len(out) == 1 and out[0][1]:
+                self.edge(probe, out[0][1], kind)
+            return
+        if not negated and isinstance(atom, (exp.EQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NEQ)):
+            for side in (atom.left, atom.right):
+                if isinstance(side, exp.Subquery):      # a scalar subquery: a left outer join
+                    self.query(side.this, inner, ctes, LEFT)
+        if correlation is not None and outer:
+            pair = self.equi(conjunct, [scope, outer[0]])
+            if pair is not None:
+                (a, oa), (b, ob) = pair
+                if a in scope and b not in scope:
+                    self.edge(ob, oa, correlation)
+                elif b in scope and a not in scope:
+                    self.edge(oa, ob, correlation)
+        if conjunct.find(exp.Subquery, exp.Exists, exp.Select):
+            return
+        pair = self.equi(conjunct, [scope])
+        if pair is not None and pair[0][0] != pair[1][0]:
+            self.edge(pair[0][1], pair[1][1], INNER)
+            return
+        only = _single_source(conjunct, [scope])
+        if only is not None:
+            self.local(conjunct, scope, only, scope[only].nullable)
+
+    def equi(self, conjunct: exp.Expression, scopes: list[_Scope]):
+        """`a.x = b.y` between two sources: ((alias, origins), (alias, origins)), else None."""
+        if not (isinstance(conjunct, exp.EQ) and isinstance(conjunct.left, exp.Column)
+                and isinstance(conjunct.right, exp.Column)):
+            return None
+        sides = []
+        for column in (conjunct.left, conjunct.right):
+            origins = self.origins(column, scopes)
+            if not origins:
+                return None
+            sides.append((column.table, origins))
+        return sides if sides[0][0] != sides[1][0] else None
+
+    def origins(self, node: exp.Expression, scopes: list[_Scope]) -> list[Origin] | None:
+        if not isinstance(node, exp.Column):
+            return None
+        for scope in scopes:
+            if node.table in scope:
+                return scope[node.table].origins(node.name.lower())
+        return None
+
+    def edge(self, left: list[Origin], right: list[Origin], kind: str) -> None:
+        self.edges.append(Edge(tuple(left), tuple(right), kind))
+
+    def local(self, conjunct: exp.Expression, scope: _Scope, alias: str,
+              null_rejecting_needed: bool) -> None:
+        """A conjunct on one source's columns: a local predicate of the scans it comes from
+        (renamed through the blocks between), when every column comes from one scan column
+        per branch."""
+        columns = list(conjunct.find_all(exp.Column))
+        origins = [scope[alias].origins(c.name.lower()) for c in columns]
+        if not columns or any(o is None for o in origins):
+            return
+        scans = {o.scan for found in origins for o in found}
+        for scan_id in scans:
+            renamed = conjunct.copy()
+            mapping = []
+            for column, found in zip(list(renamed.find_all(exp.Column)), origins):
+                mine = [o for o in found if o.scan == scan_id]
+                if len(mine) != 1:
+                    break
+                mapping.append((column, mine[0]))
+            else:
+                nullable = null_rejecting_needed or any(o.nullable for _, o in mapping)
+                for column, origin in mapping:
+                    column.replace(exp.column(origin.column, quoted=True))
+                if nullable and not _null_rejecting(renamed):
+                    continue
+                next(s for s in self.scans if s.id == scan_id).predicates.append(renamed)
+
+    def outputs(self, node: exp.Select, scope: _Scope) -> list[tuple[str, list[Origin] | None]]:
+        opaque = node.args.get("limit") or node.args.get("offset") or node.find(exp.Window) \
+            or node.args.get("sample")
+        grouped = node.args.get("group")
+        keys = {(c.table, c.name.lower()) for c in grouped.expressions
+                if isinstance(c, exp.Column)} if grouped else set()
+        aggregated = grouped is not None or any(
+            e.find(exp.AggFunc) for e in node.expressions)
+        out = []
+        for e in node.expressions:
+            inner = e.this if isinstance(e, exp.Alias) else e
+            origins = None
+            if not opaque and isinstance(inner, exp.Column) and (
+                    not aggregated or (inner.table, inner.name.lower()) in keys):
+                origins = self.origins(inner, [scope])
+            out.append((e.alias_or_name.lower(), origins))
+        return out
+
+
+def _arg(node: exp.Expression, name: str):
+    """An argument by its name across sqlglot versions (`from`/`from_`, `with`/`with_`)."""
+    return node.args.get(f"{name}_") or node.args.get(name)
+
+
+def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
+    if node is None:
+        return []
+    if isinstance(node, (exp.Where, exp.Paren)):
+        return _conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    return [node]
+
+
+def _block_of(node: exp.Expression) -> exp.Select | None:
+    """The SELECT whose clauses hold `node` (not counting node itself)."""
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        parent = parent.parent
+    return parent
+
+
+def _single_source(conjunct: exp.Expression, scopes: list[_Scope]) -> str | None:
+    """The one source alias a conjunct's columns all name (in the first scope), else None."""
+    tables = {c.table for c in conjunct.find_all(exp.Column)}
+    if len(tables) != 1:
+        return None
+    alias = next(iter(tables))
+    return alias if alias in scopes[0] else None
+
+
+def _null_rejecting(predicate: exp.Expression) -> bool:
+    """Cannot be true when every column is null (a null-extended row fails it)."""
+    columns = {c.name for c in predicate.find_all(exp.Column)}
+    nulls = StatsView({c: {"row_count": 1, "null_count": 1, "nan_count": 0, "low": None,
+                           "high": None} for c in columns}, 1, columns)
+    return not evaluate(predicate, nulls).true

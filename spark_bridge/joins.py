@@ -1,0 +1,43 @@
+"""Queries over join-pruned scans: every table reference of a query reads only the files that
+join pruning (pruning.joins) keeps for it, and Spark runs the query text otherwise unchanged,
+so its rows are those of the query over every file."""
+from __future__ import annotations
+
+import uuid
+
+from sqlglot import exp
+
+from pruning.joins import prune_query
+from spark_bridge.read import files_frame
+
+
+def explain_pruning(spark, query: str, tables: dict[str, str], *,
+                    stats_roots: dict[str, str] | None = None) -> dict:
+    """Per table: the files and bytes before pruning, after local predicates and after each
+    diP, the files kept and skipped; and the planning time (`lakestats prune-query --json`).
+    Reads statistics only; `spark` is not used."""
+    return prune_query(query, tables, stats_roots).as_json()
+
+
+def sql(spark, query: str, tables: dict[str, str], *,
+        stats_roots: dict[str, str] | None = None):
+    """spark.sql(query) with each table of `tables` (name -> table URI) read from the files
+    its scans must read. Each table reference becomes a temporary view of its own files."""
+    plan = prune_query(query, tables, stats_roots)
+    tree = plan.graph.tree.copy()
+    names = {s.reference: s.table for s in plan.graph.scans}
+    views = []
+    for node in list(tree.find_all(exp.Table)):
+        reference = node.meta.get("scan")
+        if reference not in plan.reads:
+            continue                        # a common table expression's name
+        view = f"lakestats_{uuid.uuid4().hex[:12]}_{reference}"
+        files_frame(spark, tables[names[reference]], plan.reads[reference]) \
+            .createOrReplaceTempView(view)
+        views.append(view)
+        node.replace(exp.alias_(exp.to_table(view), node.alias_or_name, table=True))
+    try:
+        return spark.sql(tree.sql(dialect="spark"))
+    finally:       # the DataFrame keeps its analyzed plan; the names are no longer needed
+        for view in views:
+            spark.catalog.dropTempView(view)

@@ -1,0 +1,224 @@
+"""Join pruning by data-induced predicates: the worked examples of the paper's digest (the
+date_dim zone-map and range-set cases, the chain r - s - t, the outer- and anti-join direction
+rules), each on tables computed by lakestats, and the command's contract."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from metastore.reader import TableStatistics
+from pruning.joins import prune_query
+from tests.tables import write
+
+# date_dim: three partitions of (date_sk, year); the zone maps are those of the digest, and
+# range-sets of two ranges come out as the digest's for date_sk and P2's year
+DATE_DIM = {
+    "P1": ([3000, 3200, 3500, 4000, 4300, 4600, 5000], [1995, 1995, 1996, 1997, 1998, 1999, 2000]),
+    "P2": ([1000, 1500, 2000, 5000, 5500, 6000], [1990, 1991, 1992, 1993, 1998, 2002]),
+    "P3": ([7000, 7500, 8000, 8500, 9000, 9500, 10000, 11000, 11500, 12000],
+           [2005, 2006, 2008, 2010, 2011, 2012, 2014, 2015, 2016, 2018]),
+}
+# fact partitions: date_sk dense over these zones
+FACT = {"F1": (2100, 2900), "F2": (3600, 3900), "F3": (5500, 7500), "F4": (6500, 6900),
+        "F5": (12500, 13000)}
+JOIN = "SELECT f.v, d.year FROM fact f JOIN date_dim d ON f.date_sk = d.date_sk WHERE {}"
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory, run):
+    root = tmp_path_factory.mktemp("dips")
+    for copy, size in (("ranges", 2), ("zones", 1)):      # range-sets of 1: zone maps
+        for name, (sk, year) in DATE_DIM.items():
+            write(root / copy / f"{name}.parquet", pa.table({
+                "date_sk": pa.array(sk, pa.int64()), "year": pa.array(year, pa.int32())}))
+        run(root / copy, range_set_size=size)
+    for name, (low, high) in FACT.items():
+        sk = np.arange(low, high + 1, 100)
+        write(root / "fact" / f"{name}.parquet", pa.table({
+            "date_sk": pa.array(sk, pa.int64()), "v": pa.array(sk * 10)}))
+    run(root / "fact")
+    return root
+
+
+def _plan(lake, where: str, dim: str = "ranges") -> dict:
+    return prune_query(JOIN.format(where), {"fact": str(lake / "fact"),
+                                            "date_dim": str(lake / dim)}).as_json()["tables"]
+
+
+def _kept(tables: dict, name: str) -> set[str]:
+    return {p.split(".")[0] for p in tables[name]["kept"]}
+
+
+def _after_local(lake, where: str, dim: str = "ranges") -> set[str]:
+    """The date_dim partitions its local predicate keeps (before fact's diP prunes it too)."""
+    tables = prune_query(f"SELECT * FROM date_dim d WHERE {where}",
+                         {"date_dim": str(lake / dim)}).as_json()["tables"]
+    return _kept(tables, "date_dim")
+
+
+def test_range_sets_are_lemma_1s(lake):
+    index = TableStatistics(str(lake / "ranges" / "_lakestats")).partition_index(
+        ["date_sk", "year"]).to_pylist()
+    ranges = {r["path"].split(".")[0]: [(x["low"], x["high"]) for x in r["c0"]["range_set"]]
+              for r in index}
+    assert ranges == {"P1": [(3000, 3500), (4000, 5000)], "P2": [(1000, 2000), (5000, 6000)],
+                      "P3": [(7000, 10000), (11000, 12000)]}
+    assert [(x["low"], x["high"]) for x in index[1]["c1"]["range_set"]] == \
+        [(1990, 1993), (1998, 2002)]
+
+
+def test_zone_maps_year_le_1995(lake):
+    tables = _plan(lake, "d.year <= 1995", "zones")
+    assert _after_local(lake, "d.year <= 1995", "zones") == {"P1", "P2"}
+    # the diP is date_sk in [1000, 6000]: fact zones that meet it are kept
+    assert _kept(tables, "fact") == {"F1", "F2", "F3"}
+    assert tables["fact"]["dips"] == [{"from": "date_dim", "column": "date_sk", "files_after": 3}]
+
+
+def test_range_set_dip_skips_what_zone_maps_keep(lake):
+    tables = _plan(lake, "d.year <= 1995")
+    assert _after_local(lake, "d.year <= 1995") == {"P1", "P2"}
+    # diP {[1000,2000], [3000,3500], [4000,6000]}: [2100,2900] and [3600,3900] fall in its gaps
+    assert _kept(tables, "fact") == {"F3"}
+    assert tables["fact"]["files_after_local"] == 5 and tables["fact"]["files_after_dips"] == 1
+    assert tables["fact"]["bytes_after"] < tables["fact"]["bytes_before"]
+    # fact's diP back to date_dim: no fact value lies in P1's ranges
+    assert _kept(tables, "date_dim") == {"P2"}
+
+
+def test_empty_dip_skips_every_fact_partition(lake):
+    for dim in ("ranges", "zones"):
+        tables = _plan(lake, "d.year BETWEEN 2003 AND 2004", dim)
+        assert tables["date_dim"]["kept"] == [] and tables["fact"]["kept"] == []
+
+
+def test_year_above_2010(lake):
+    for dim in ("ranges", "zones"):
+        tables = _plan(lake, "d.year > 2010", dim)
+        assert _after_local(lake, "d.year > 2010", dim) == {"P3"}
+        assert _kept(tables, "fact") == {"F3"}
+
+
+def test_range_sets_prune_local_predicates_in_their_gaps(lake):
+    where = "d.year BETWEEN 1994 AND 1997"
+    assert _after_local(lake, where) == {"P1"}         # P2's years leave a gap 1993..1998
+    assert _kept(_plan(lake, where), "fact") == set()  # F2 sits in P1's gap 3500..4000
+    tables = _plan(lake, where, "zones")
+    assert _after_local(lake, where, "zones") == {"P1", "P2"}
+    assert _kept(tables, "fact") == {"F1", "F2", "F3"}
+
+
+def test_not_is_pushed_to_the_atoms(lake):
+    for dim in ("ranges", "zones"):
+        assert _after_local(lake, "NOT (d.year > 1995)", dim) == {"P1", "P2"}
+
+
+# -- the chain r - s - t, outer and anti joins
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory, run):
+    """r(a, x), s(a, b), t(b, y): four partitions each; partition i of each holds a in
+    [100i, 100i+49] and b in [1000i, 1000i+49], so a predicate on x selects one of each."""
+    root = tmp_path_factory.mktemp("chain")
+    for i in range(4):
+        a, b = np.arange(i * 100, i * 100 + 50), np.arange(i * 1000, i * 1000 + 50)
+        write(root / "r" / f"p{i}.parquet", pa.table({"a": a, "x": np.full(50, i)}))
+        write(root / "s" / f"p{i}.parquet", pa.table({"a": a, "b": b}))
+        write(root / "t" / f"p{i}.parquet", pa.table({"b": b, "y": np.full(50, i)}))
+    for name in "rst":
+        run(root / name)
+    return {name: str(root / name) for name in "rst"}
+
+
+def test_chain_needs_exactly_four_dips(chain):
+    plan = prune_query("SELECT * FROM r JOIN s ON r.a = s.a JOIN t ON s.b = t.b WHERE r.x = 2",
+                       chain)
+    tables = plan.as_json()["tables"]
+    assert sum(len(t["dips"]) for t in tables.values()) == 4
+    assert [t["kept"] for t in tables.values()] == [["p2.parquet"]] * 3
+    # t was pruned through s; another round prunes nothing more
+    assert tables["t"]["files_after_local"] == 4 and tables["t"]["dips"][-1]["from"] == "s"
+    assert plan.schedule.round() is False
+    assert [t["kept"] for t in plan.as_json()["tables"].values()] == [["p2.parquet"]] * 3
+
+
+def test_left_outer_join_passes_from_the_preserved_side_only(chain):
+    tables = prune_query("SELECT * FROM r LEFT JOIN s ON r.a = s.a WHERE r.x = 1",
+                         chain).as_json()["tables"]
+    assert tables["s"]["kept"] == ["p1.parquet"]                 # a predicate on L prunes R
+    tables = prune_query("SELECT * FROM r LEFT JOIN s ON r.a = s.a AND s.b < 1000",
+                         chain).as_json()["tables"]
+    assert tables["s"]["kept"] == ["p0.parquet"]                 # ON filters R
+    assert tables["r"]["files_after_dips"] == 4                  # and never prunes L
+    tables = prune_query("SELECT * FROM s RIGHT JOIN r ON r.a = s.a WHERE r.x = 3",
+                         chain).as_json()["tables"]
+    assert tables["s"]["kept"] == ["p3.parquet"]
+
+
+def test_full_outer_join_prunes_nothing(chain):
+    tables = prune_query("SELECT * FROM r FULL JOIN s ON r.a = s.a AND r.x = 1 AND s.b < 1000",
+                         chain).as_json()["tables"]
+    assert all(t["files_after_dips"] == 4 and not t["dips"] for t in tables.values())
+
+
+def test_anti_joins_pass_from_left_to_right_only(chain):
+    for query in ("SELECT * FROM r LEFT ANTI JOIN s ON r.a = s.a WHERE r.x = 2",
+                  "SELECT * FROM r WHERE r.x = 2 AND NOT EXISTS "
+                  "(SELECT 1 FROM s WHERE s.a = r.a)",
+                  "SELECT * FROM r WHERE r.x = 2 AND r.a NOT IN (SELECT a FROM s)"):
+        tables = prune_query(query, chain).as_json()["tables"]
+        assert tables["s"]["kept"] == ["p2.parquet"], query
+    tables = prune_query("SELECT * FROM r WHERE NOT EXISTS "
+                         "(SELECT 1 FROM s WHERE s.a = r.a AND s.b < 1000)",
+                         chain).as_json()["tables"]
+    assert tables["s"]["kept"] == ["p0.parquet"] and tables["r"]["files_after_dips"] == 4
+
+
+def test_semi_joins_and_subqueries_pass_both_ways(chain):
+    for query in ("SELECT * FROM r WHERE r.a IN (SELECT a FROM s WHERE s.b >= 3000)",
+                  "SELECT * FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.a = r.a AND "
+                  "s.b >= 3000)",
+                  "SELECT * FROM r LEFT SEMI JOIN s ON r.a = s.a AND s.b >= 3000",
+                  "SELECT r.* FROM r JOIN (SELECT a, count(*) AS n FROM s WHERE b >= 3000 "
+                  "GROUP BY a) g ON g.a = r.a"):
+        tables = prune_query(query, chain).as_json()["tables"]
+        assert tables["r"]["kept"] == ["p3.parquet"], query
+
+
+def test_nothing_passes_what_it_cannot_reason_about(chain):
+    # a computed key, a LIMIT inside a derived table, a non-grouping aggregate
+    for query in ("SELECT * FROM r JOIN s ON r.a + 1 = s.a WHERE r.x = 2",
+                  "SELECT * FROM r JOIN (SELECT a FROM s LIMIT 10) q ON q.a = r.a "
+                  "WHERE r.x = 2",
+                  "SELECT * FROM r JOIN (SELECT max(a) AS a FROM s) q ON q.a = r.a "
+                  "WHERE r.x = 2"):
+        tables = prune_query(query, chain).as_json()["tables"]
+        assert tables["s"]["files_after_dips"] == 4, query
+        assert tables["r"]["files_after_dips"] == 1, query
+
+
+def test_prune_query_command(chain, tmp_path):
+    query = tmp_path / "q.sql"
+    query.write_text("SELECT * FROM r\nJOIN s ON r.a = s.a WHERE r.x = 0")
+    args = [sys.executable, "-m", "lakestats.cli", "prune-query", "--sql", str(query),
+            "--table", f"r={chain['r']}", "--table", f"s={chain['s']}", "--json"]
+    done = subprocess.run(args, capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout)
+    assert set(out) == {"tables", "planning_ms"} and set(out["tables"]) == {"r", "s"}
+    assert set(out["tables"]["s"]) == {"kept", "skipped", "files_before", "files_after_local",
+                                       "files_after_dips", "bytes_before", "bytes_after", "dips"}
+    assert out["tables"]["s"]["kept"] == ["p0.parquet"]
+    assert out["tables"]["s"]["skipped"] == ["p1.parquet", "p2.parquet", "p3.parquet"]
+    bad = subprocess.run(args[:5] + ["SELECT FROM WHERE r ((", *args[6:]], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "does not parse" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    missing = subprocess.run(args[:5] + ["SELECT * FROM r JOIN u ON r.a = u.a", *args[6:]],
+                             capture_output=True, text=True)
+    assert missing.returncode == 2 and "'u'" in missing.stderr
