@@ -50,16 +50,17 @@ class TablePruning:
     uri: str
     paths: list[str]
     sizes: np.ndarray
+    exists: np.ndarray                 # false: in the statistics' version, gone from the table
     after_local: int = 0
     dips: list[dict] = field(default_factory=list)
     kept_mask: np.ndarray | None = None
 
     def as_json(self) -> dict:
-        kept = self.kept_mask
+        kept, here = self.kept_mask, self.exists
         return {"kept": [p for p, k in zip(self.paths, kept) if k],
-                "skipped": [p for p, k in zip(self.paths, kept) if not k],
-                "files_before": len(self.paths), "files_after_local": self.after_local,
-                "files_after_dips": int(kept.sum()), "bytes_before": int(self.sizes.sum()),
+                "skipped": [p for p, k, e in zip(self.paths, kept, here) if e and not k],
+                "files_before": int(here.sum()), "files_after_local": self.after_local,
+                "files_after_dips": int(kept.sum()), "bytes_before": int(self.sizes[here].sum()),
                 "bytes_after": int(self.sizes[kept].sum()), "dips": self.dips}
 
 
@@ -118,7 +119,7 @@ def _files_mask(table: _Table, graph: JoinGraph, masks: dict[int, np.ndarray]) -
     """The files some scan of the table reads (every file when no scan reads it: the query
     names it only where it is not read, such as an unused common table expression)."""
     mine = [masks[s.id] for s in graph.scans if s.table == table.name]
-    return np.logical_or.reduce(mine) if mine else np.ones(len(table.report.paths), bool)
+    return np.logical_or.reduce(mine) if mine else table.exists.copy()
 
 
 def _kept_files(table: _Table, graph: JoinGraph, masks: dict[int, np.ndarray]) -> int:
@@ -151,12 +152,33 @@ class _Table:
         columns = sorted(c for c in wanted if c in self.schema.names)
         self.index = stats.partition_index(columns)
         self.parts, self.member_all = candidates(stats, set(wanted), self.index)
-        missing = sorted(stats.manifest.get("missing", {}))
-        sizes = [p.size for p in self.parts] + [_size(uri, m) for m in missing]
-        self.partial = len(missing) > 0      # files without statistics: read, never a source
-        self.report = TablePruning(name, uri, [p.path for p in self.parts] + missing,
-                                   np.array(sizes, np.int64))
+        self._taint(uri, stats)
         self.columns: dict[str, _Column | None] = {}
+
+    def _taint(self, uri: str, stats: TableStatistics) -> None:
+        """Files the statistics do not describe as they are now are tainted: always read,
+        and their table sends no diP. They are the files --allow-partial left without
+        statistics and, in a plain directory (whose files a listing tells), files new or
+        changed since the version; files gone since are never read."""
+        missing = sorted(stats.manifest.get("missing", {}))
+        published = [p.path for p in self.parts]
+        sizes = [p.size for p in self.parts] + [_size(uri, m) for m in missing]
+        stale = np.zeros(len(published), bool)
+        exists = np.ones(len(published), bool)
+        new = []
+        if stats.manifest.get("format", "parquet") == "parquet":
+            now = {f.rel_path: f for f in Store(uri).list_files()}
+            exists = np.array([p in now for p in published], bool)
+            stale = np.array([p in now and now[p].fingerprint != part.fingerprint
+                              for p, part in zip(published, self.parts)], bool)
+            new = sorted(set(now) - set(published) - set(missing))
+            sizes += [now[p].size for p in new]
+        extra = len(missing) + len(new)
+        self.always = np.concatenate([stale, np.ones(extra, bool)])
+        self.exists = np.concatenate([exists, np.ones(extra, bool)])
+        self.partial = bool(self.always.any())
+        self.report = TablePruning(self.name, uri, published + missing + new,
+                                   np.array(sizes, np.int64), self.exists)
 
     def local(self, predicates: list[exp.Expression]) -> np.ndarray:
         """The partitions the scan's local predicates keep (files without statistics too):
@@ -169,7 +191,7 @@ class _Table:
             for column in sorted({c.name for c in node.find_all(exp.Column)}):
                 keep &= self._by_ranges(node, column, keep)
             mask[:len(self.parts)] = keep
-        return mask
+        return (mask | self.always) & self.exists
 
     def _by_ranges(self, node: exp.Expression, column: str, keep: np.ndarray) -> np.ndarray:
         """May the predicate be true in some range of the column's range-set? Each range is
@@ -384,6 +406,7 @@ class _Schedule:
                 hit[asked] = may
         if kind == NOT_IN:
             hit |= col.nulls               # a null on the right makes NOT IN null: read it
+        hit |= table.always[:n]
         before = int(mask.sum())
         mask[:n] &= hit
         after_files = _kept_files(table, self.graph, self.masks)
