@@ -41,6 +41,7 @@ from pruning.views import bounds, candidates
 MAX_ROUNDS = 8                  # rounds over a cyclic graph's edges
 MAX_DIP_RANGES = 65_536         # a diP's ranges, compacted beyond (a superset: still sound)
 STRING_VALUES_MAX = 100_000     # distinct strings a diP lists exactly; beyond, [min, max] zones
+FREQUENCY_READS_MAX = 32        # partitions whose frequencies a string diP reads for its values
 
 
 @dataclass
@@ -188,15 +189,16 @@ class _Table:
             node = exp.and_(*predicates) if len(predicates) > 1 else predicates[0]
             flags = evaluate_all(node, [p.view for p in self.parts], self.member_all)
             keep = np.array([f.true for f in flags], bool)
+            partial = keep & np.array([f.false or f.null for f in flags], bool)
             for column in sorted({c.name for c in node.find_all(exp.Column)}):
-                keep &= self._by_ranges(node, column, keep)
+                keep &= self._by_ranges(node, column, partial)
             mask[:len(self.parts)] = keep
         return (mask | self.always) & self.exists
 
     def _by_ranges(self, node: exp.Expression, column: str, keep: np.ndarray) -> np.ndarray:
-        """May the predicate be true in some range of the column's range-set? Each range is
-        evaluated as a partition of its own (the other columns as the partition has them):
-        a row that satisfies it lies in one of them."""
+        """May the predicate be true in some range of the column's range-set? Each range of
+        the `keep` partitions is evaluated as a partition of its own (the other columns as
+        the partition has them): a row that satisfies it lies in one of them."""
         col = self.column(column)
         out = np.ones(len(keep), bool)
         if col is None or ty.kind_of(col.type) not in ty.BINNED_KINDS:
@@ -256,17 +258,19 @@ class _Table:
 
     def values(self, column: str, asked: np.ndarray) -> list | None:
         """The exact distinct values of a string column in the asked partitions: the index's
-        value sets, else each partition's frequencies; None past STRING_VALUES_MAX."""
+        value sets, else each partition's frequencies; None past STRING_VALUES_MAX values or
+        FREQUENCY_READS_MAX reads."""
         col = self.column(column)
         if col.distinct[asked].sum() > STRING_VALUES_MAX:
             return None
-        found: set = set()
-        for i in np.flatnonzero(asked):
-            part = self.parts[i]
-            held = part.values(column) if column in part.view.stats else []
-            if held is None:
-                held = files.read_frequencies(part.directory, [column]).to_pylist()
-            found.update(v["value"] for v in held)
+        parts = [self.parts[i] for i in np.flatnonzero(asked)]
+        held = [p.values(column) if column in p.view.stats else [] for p in parts]
+        unlisted = [p for p, h in zip(parts, held) if h is None]
+        if len(unlisted) > FREQUENCY_READS_MAX:
+            return None
+        found = {v["value"] for h in held if h for v in h}
+        for part in unlisted:
+            found.update(files.read_frequencies(part.directory, [column])["value"].to_pylist())
         return sorted(found)
 
 
