@@ -303,6 +303,32 @@ def check_frequencies(freq: pa.Table, values: list, t: pa.DataType, where: str) 
     assert counts == sorted(counts, reverse=True), where
 
 
+def check_range_set(texts: list[str] | None, values: list, t: pa.DataType, where: str,
+                    size: int = 20) -> None:
+    """At most `size` sorted, disjoint ranges whose bounds are values, covering every non-NaN
+    value; for integer and temporal columns, of the least total width (Lemma 1: the span less
+    the size - 1 largest gaps between distinct values)."""
+    distinct = sorted({key(v, t) for v in values} - {"NaN"})
+    if not distinct:
+        assert texts is None, where
+        return
+    bounds = [key(parse(x, t), t) for x in texts]
+    pairs = list(zip(bounds[0::2], bounds[1::2]))
+    assert 1 <= len(pairs) <= size and set(bounds) <= set(distinct), (where, pairs)
+    assert all(lo <= hi for lo, hi in pairs), (where, pairs)
+    assert all(a[1] < b[0] for a, b in zip(pairs, pairs[1:])), (where, pairs)
+    covered = iter(pairs)
+    current = next(covered)
+    for v in distinct:                      # both sorted: one pass
+        while v > current[1]:
+            current = next(covered)
+        assert current[0] <= v, (where, v, current)
+    if kind(t) in ("integer", "temporal"):
+        gaps = sorted((b - a for a, b in zip(distinct, distinct[1:])), reverse=True)
+        want = distinct[-1] - distinct[0] - sum(gaps[:size - 1])
+        assert sum(hi - lo for lo, hi in pairs) == want, (where, pairs)
+
+
 def binning_domain(values: list, t: pa.DataType) -> list:
     """Values as histograms bin them: integer storage, or the (correctly rounded) float64."""
     k = kind(t)
@@ -379,6 +405,8 @@ def check_everything(root: Path, ts: TableStatistics, rel_paths: list[str], rel:
         check_frequencies(ts.frequencies(field.name, partition=rel), values, t,
                           f"{where}:{field.name}")
         if kind(t) in ("integer", "float", "decimal", "temporal"):
+            if rel is not None:
+                check_range_set(row["range_set"], values, t, f"{where}:{field.name}")
             domain = binning_domain(values, t)
             bins = ts.histogram(field.name, partition=rel) if domain else []
             check_histogram(bins, row["histogram_exponent"], values, t, max_bins,

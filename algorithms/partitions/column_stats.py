@@ -15,7 +15,7 @@ from core import udf
 from core.binning import binning_values
 from core.bloom import BloomFilter
 from core.counting import sum_by_value, value_counts
-from core.exact import Moments, exact_moments
+from core.exact import Moments, as_words, exact_moments
 from core.settings import RANGE_SET_SIZE
 
 KLL_K = 200
@@ -156,9 +156,26 @@ def _range_set(values: pa.Array, n: int) -> list[str] | None:
         values = values.filter(pc.invert(pc.is_nan(values)))
     if not len(values):
         return None
-    values = values.take(pc.sort_indices(values))
-    first, last = range_sets.split_points(binning_values(values), n)
-    return ty.to_text(values.take(np.column_stack([first, last]).ravel())).to_pylist()
+    positions = _exact_positions(values)
+    if positions is None:                     # wide decimals: Arrow sorts them exactly
+        order = pc.sort_indices(values).to_numpy()
+        positions = binning_values(values.take(order))
+    else:
+        order = np.argsort(positions, kind="stable")
+        positions = positions[order]
+    first, last = range_sets.split_points(positions, n)
+    return ty.to_text(values.take(order[np.column_stack([first, last]).ravel()])).to_pylist()
+
+
+def _exact_positions(values: pa.Array) -> np.ndarray | None:
+    """Values on a number line that orders them exactly: integers, times and floats as they
+    are, decimals as their unscaled integers while these fit 64 bits (one scale: the same
+    order and gaps in proportion); None for wider decimals."""
+    if not pa.types.is_decimal(values.type):
+        return binning_values(values)
+    words, _ = as_words(values)
+    low = words[:, 0].view(np.int64)
+    return low if (words[:, 1:].view(np.int64) == (low >> 63)[:, None]).all() else None
 
 
 def _number_text(value) -> str:
