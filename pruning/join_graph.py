@@ -257,7 +257,14 @@ class _Walk:
             for a in left:
                 scope[a].nullable = True
 
-    def where(self, conjunct: exp.Expression, scope: _Scope, outer, ctes, correlation) -> None:
+    def where(self, conjunct: exp.Expression, scope: _Scope, outer, ctes, correlation,
+              factored: bool = False) -> None:
+        while isinstance(conjunct, exp.Paren):
+            conjunct = conjunct.this
+        if isinstance(conjunct, exp.Or) and not factored:
+            for implied in _implied(conjunct, scope):
+                self.where(implied, scope, outer, ctes, None, factored=True)
+            return
         negated = isinstance(conjunct, exp.Not)
         atom = conjunct.this if negated else conjunct
         inner = [scope, *outer]
@@ -376,6 +383,36 @@ def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     if isinstance(node, exp.And):
         return _conjuncts(node.left) + _conjuncts(node.right)
     return [node]
+
+
+def _disjuncts(node: exp.Expression) -> list[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Or):
+        return _disjuncts(node.left) + _disjuncts(node.right)
+    return [node]
+
+
+def _implied(disjunction: exp.Expression, scope: _Scope) -> list[exp.Expression]:
+    """What an OR of conjunctions implies, as Spark's optimizer extracts it: the conjuncts
+    every branch holds (a join condition written in each), and per source the OR of each
+    branch's conjuncts on that source alone, when every branch has some."""
+    branches = [[c for c in _conjuncts(b) if not c.find(exp.Subquery, exp.Exists, exp.Select)]
+                for b in _disjuncts(disjunction)]
+    implied = [c for c in branches[0] if all(any(_same(c, d) for d in b) for b in branches[1:])]
+    aliases = {_single_source(c, [scope]) for c in branches[0]} - {None}
+    for alias in sorted(aliases):
+        parts = [[c for c in b if _single_source(c, [scope]) == alias
+                  and not any(_same(c, i) for i in implied)] for b in branches]
+        if all(parts):
+            implied.append(exp.or_(*[exp.and_(*p) for p in parts]))
+    return implied
+
+
+def _same(a: exp.Expression, b: exp.Expression) -> bool:
+    """Equal expressions, `x = y` and `y = x` alike."""
+    return a == b or isinstance(a, exp.EQ) and isinstance(b, exp.EQ) and \
+        a.left == b.right and a.right == b.left
 
 
 def _block_of(node: exp.Expression) -> exp.Select | None:

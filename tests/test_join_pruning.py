@@ -191,6 +191,15 @@ def test_semi_joins_and_subqueries_pass_both_ways(chain):
         assert tables["r"]["kept"] == ["p3.parquet"], query
 
 
+def test_a_join_condition_in_every_branch_of_an_or_is_a_join(chain):
+    # TPC-H q19's shape: the join repeated in each branch, each table's conditions per branch
+    tables = prune_query("SELECT * FROM r, s WHERE (r.a = s.a AND r.x = 1 AND s.b > 0) OR "
+                         "(s.a = r.a AND r.x = 2) OR (r.a = s.a AND r.x = 1 AND s.b < 0)",
+                         chain).as_json()["tables"]
+    assert tables["r"]["kept"] == ["p1.parquet", "p2.parquet"]
+    assert tables["s"]["kept"] == ["p1.parquet", "p2.parquet"]
+
+
 def test_nothing_passes_what_it_cannot_reason_about(chain):
     # a computed key, a LIMIT inside a derived table, a non-grouping aggregate
     for query in ("SELECT * FROM r JOIN s ON r.a + 1 = s.a WHERE r.x = 2",
