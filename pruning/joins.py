@@ -42,6 +42,7 @@ MAX_ROUNDS = 8                  # rounds over a cyclic graph's edges
 MAX_DIP_RANGES = 65_536         # a diP's ranges, compacted beyond (a superset: still sound)
 STRING_VALUES_MAX = 100_000     # distinct strings a diP lists exactly; beyond, [min, max] zones
 FREQUENCY_READS_MAX = 32        # partitions whose frequencies a string diP reads for its values
+RANGE_VIEWS_MAX = 4_096         # ranges a local predicate is evaluated over, per column
 
 
 @dataclass
@@ -198,12 +199,16 @@ class _Table:
     def _by_ranges(self, node: exp.Expression, column: str, keep: np.ndarray) -> np.ndarray:
         """May the predicate be true in some range of the column's range-set? Each range of
         the `keep` partitions is evaluated as a partition of its own (the other columns as
-        the partition has them): a row that satisfies it lies in one of them."""
+        the partition has them): a row that satisfies it lies in one of them. Past
+        RANGE_VIEWS_MAX ranges (a column the layout does not cluster) the range-sets are left
+        unused: a bound on planning time."""
         col = self.column(column)
         out = np.ones(len(keep), bool)
         if col is None or ty.kind_of(col.type) not in ty.BINNED_KINDS:
             return out
         ranges = np.flatnonzero(keep[col.owners])
+        if len(ranges) > RANGE_VIEWS_MAX:
+            return out
         owners = col.owners[ranges]
         lows, highs = bounds(col.lows.take(pa.array(ranges)), col.highs.take(pa.array(ranges)))
         views = []
