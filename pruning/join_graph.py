@@ -199,6 +199,9 @@ class _Walk:
         return []
 
     def select(self, node: exp.Select, outer: list[_Scope], ctes, correlation):
+        if correlation == SEMI and (node.args.get("having") or _scalar_aggregate(node)):
+            # a row whatever the outer row (or none when rows match): outer to inner only
+            correlation = LEFT
         scope: _Scope = {}
         first = _arg(node, "from")
         if first is not None:
@@ -216,8 +219,10 @@ class _Walk:
     def source(self, node: exp.Expression, outer, ctes) -> _Source:
         if isinstance(node, exp.Table) and not node.args.get("db"):
             name = node.name.lower()
-            if name in ctes:
-                return _Source(dict(self.query(ctes[name], outer, ctes)))
+            if name in ctes:                   # walked per reference; a recursive one opaque
+                body = ctes[name]
+                return _Source({} if body is None else dict(
+                    self.query(body, outer, {**ctes, name: None})))
             if name in self.tables:
                 scan = Scan(len(self.scans), self.tables[name], node.alias_or_name,
                             node.meta["scan"])
@@ -355,10 +360,11 @@ class _Walk:
         opaque = node.args.get("limit") or node.args.get("offset") or node.find(exp.Window) \
             or node.args.get("sample")
         grouped = node.args.get("group")
+        rolled = grouped is not None and any(grouped.args.get(k) for k in (
+            "rollup", "cube", "grouping_sets", "totals"))     # grouping columns turn null
         keys = {(c.table, c.name.lower()) for c in grouped.expressions
-                if isinstance(c, exp.Column)} if grouped else set()
-        aggregated = grouped is not None or any(
-            e.find(exp.AggFunc) for e in node.expressions)
+                if isinstance(c, exp.Column)} if grouped and not rolled else set()
+        aggregated = grouped is not None or _scalar_aggregate(node)
         out = []
         for e in node.expressions:
             inner = e.this if isinstance(e, exp.Alias) else e
@@ -368,6 +374,11 @@ class _Walk:
                 origins = self.origins(inner, [scope])
             out.append((e.alias_or_name.lower(), origins))
         return out
+
+
+def _scalar_aggregate(node: exp.Select) -> bool:
+    """Aggregates without GROUP BY: one row, whatever the rows."""
+    return node.args.get("group") is None and any(e.find(exp.AggFunc) for e in node.expressions)
 
 
 def _arg(node: exp.Expression, name: str):

@@ -200,13 +200,23 @@ def test_a_join_condition_in_every_branch_of_an_or_is_a_join(chain):
     assert tables["s"]["kept"] == ["p1.parquet", "p2.parquet"]
 
 
+def test_an_aggregate_without_group_by_exists_for_every_outer_row(chain):
+    for query in ("SELECT * FROM r WHERE EXISTS (SELECT count(*) FROM s WHERE s.a = r.a "
+                  "AND s.b < 1000)",
+                  "SELECT * FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.a = r.a AND s.b < 1000 "
+                  "HAVING count(*) = 0)"):
+        assert prune_query(query, chain).as_json()["tables"]["r"]["files_after_dips"] == 4
+
+
 def test_nothing_passes_what_it_cannot_reason_about(chain):
     # a computed key, a LIMIT inside a derived table, a non-grouping aggregate
     for query in ("SELECT * FROM r JOIN s ON r.a + 1 = s.a WHERE r.x = 2",
                   "SELECT * FROM r JOIN (SELECT a FROM s LIMIT 10) q ON q.a = r.a "
                   "WHERE r.x = 2",
                   "SELECT * FROM r JOIN (SELECT max(a) AS a FROM s) q ON q.a = r.a "
-                  "WHERE r.x = 2"):
+                  "WHERE r.x = 2",
+                  "SELECT * FROM r JOIN (SELECT a, sum(b) FROM s GROUP BY a WITH ROLLUP) q "
+                  "ON q.a = r.a WHERE r.x = 2"):
         tables = prune_query(query, chain).as_json()["tables"]
         assert tables["s"]["files_after_dips"] == 4, query
         assert tables["r"]["files_after_dips"] == 1, query
