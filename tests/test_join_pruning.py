@@ -191,6 +191,15 @@ def test_semi_joins_and_subqueries_pass_both_ways(chain):
         assert tables["r"]["kept"] == ["p3.parquet"], query
 
 
+def test_a_union_sends_the_or_of_its_branches_and_receives_in_each(chain):
+    union = ("SELECT * FROM r JOIN (SELECT a FROM s WHERE b < 1000 UNION ALL "
+             "SELECT a FROM s WHERE b >= 3000) u ON u.a = r.a")
+    plan = prune_query(union, chain)
+    assert plan.as_json()["tables"]["r"]["kept"] == ["p0.parquet", "p3.parquet"]
+    plan = prune_query(union + " WHERE r.x = 3", chain)
+    assert sorted(plan.reads.values()) == [[], ["p3.parquet"], ["p3.parquet"]]
+
+
 def test_a_join_condition_in_every_branch_of_an_or_is_a_join(chain):
     # TPC-H q19's shape: the join repeated in each branch, each table's conditions per branch
     tables = prune_query("SELECT * FROM r, s WHERE (r.a = s.a AND r.x = 1 AND s.b > 0) OR "
