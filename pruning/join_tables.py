@@ -35,6 +35,7 @@ class TablePruning:
     paths: list[str]
     sizes: np.ndarray
     exists: np.ndarray                 # false: in the statistics' version, gone from the table
+    listed: bool = False               # a plain directory: its files are those a listing finds
     after_local: int = 0
     dips: list[dict] = field(default_factory=list)
     kept_mask: np.ndarray | None = None
@@ -84,7 +85,7 @@ class JoinTable:
         sizes = [p.size for p in self.parts] + [_size(uri, m) for m in missing]
         stale = np.zeros(len(published), bool)
         exists = np.ones(len(published), bool)
-        new = []
+        new, now = [], {}
         if stats.manifest.get("format", "parquet") == "parquet":
             now = {f.rel_path: f for f in Store(uri).list_files()}
             exists = np.array([p in now for p in published], bool)
@@ -97,7 +98,7 @@ class JoinTable:
         self.exists = np.concatenate([exists, np.ones(extra, bool)])
         self.partial = bool(self.always.any())
         self.report = TablePruning(self.name, uri, published + missing + new,
-                                   np.array(sizes, np.int64), self.exists)
+                                   np.array(sizes, np.int64), self.exists, listed=bool(now))
 
     def local(self, predicates: list[exp.Expression]) -> np.ndarray:
         """The partitions the scan's local predicates keep (files without statistics too):

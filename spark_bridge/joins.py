@@ -32,7 +32,10 @@ def sql(spark, query: str, tables: dict[str, str], *,
         if reference not in plan.reads:
             continue                        # a common table expression's name
         view = f"lakestats_{uuid.uuid4().hex[:12]}_{reference}"
-        files_frame(spark, tables[names[reference]], plan.reads[reference]) \
+        table = plan.tables[names[reference]]
+        kept = plan.reads[reference]
+        every = table.listed and len(kept) == int(table.exists.sum())
+        files_frame(spark, table.uri, kept, every) \
             .createOrReplaceTempView(view)
         views.append(view)
         node.replace(exp.alias_(exp.to_table(view), node.alias_or_name, table=True))

@@ -35,15 +35,26 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
     return df
 
 
-def files_frame(spark, table_uri: str, kept: list[str]):
-    """A DataFrame over some of a table's data files (paths relative to the table)."""
+def files_frame(spark, table_uri: str, kept: list[str], every: bool = False):
+    """A DataFrame over some of a table's data files (paths relative to the table); `every`
+    when they are all of them: the table's directory is read instead."""
     table = Store(table_uri)
     if table.is_s3 and not _has_s3a(spark):
         return _through_arrow(spark, table, kept)
     uri = table.uri.replace("s3://", "s3a://", 1)
-    paths = [f"{uri}/{p}" for p in kept]
+    if every:
+        return spark.read.parquet(uri)
+    if not kept:
+        return _empty(spark, table)
     reader = spark.read.option("basePath", uri)      # Hive directories stay columns
-    return reader.parquet(*paths) if paths else _empty(spark, table)
+    # past this many paths Spark lists them with a job of one task each; files need none
+    threshold = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    saved = spark.conf.get(threshold)
+    spark.conf.set(threshold, str(max(int(saved), len(kept) + 1)))
+    try:
+        return reader.parquet(*[f"{uri}/{p}" for p in kept])
+    finally:
+        spark.conf.set(threshold, saved)
 
 
 def _order(order_by: str):
