@@ -1,22 +1,19 @@
 """Join pruning: the files and bytes that data-induced predicates (diPs) skip in the 22 TPC-H
-queries, the planning time it adds, and Spark over every file vs over the kept ones.
-
-TPC-H at --scale in two layouts of many Parquet files per table (lineitem ~1,000 files of
-~6,000 rows at SF1, the other tables in proportion), statistics by `lakestats compute`:
+queries, the planning time it adds, and Spark over every file vs over the kept ones:
 
     .venv/bin/python benchmarks/bench_joins.py [--scale 1] [--data-dir DIR] [--queries 1,2,...]
                                                 [--no-spark]
 
-  clustered   the tuned layout of the paper's replication: lineitem cut by l_shipdate, orders
-              by o_orderdate (equal row counts), each file then sorted on its order key;
+Two layouts of many Parquet files per table (lineitem ~1,000 files of ~6,000 rows at SF1, the
+others in proportion), statistics by `lakestats compute`:
+  clustered   the paper's tuned replication: lineitem cut by l_shipdate and orders by
+              o_orderdate into equal row counts, each file then sorted on its order key;
               partsupp sorted on ps_partkey, the other tables on their primary keys
   key-sorted  every table sorted on its primary key and cut the same way (the load order)
-
-Files are counted before pruning, after each scan's local predicates, after the diPs.
-Spark: one local[2] session, 6 GB driver, adaptive query execution ON (Spark's default: it
-coalesces the 200 shuffle partitions that would otherwise dominate at SF1 on two cores). The
-unpruned run (temporary views over each table's directory) goes first, then the pruned one
-(spark_bridge.sql, whose time includes its own pruning and view creation); no warm-up run.
+Spark: one local[2] session, 6 GB driver, adaptive query execution ON (Spark's default; it
+coalesces the 200 shuffle partitions that would dominate at SF1 on two cores). Per query the
+run over every file goes first (views over the table directories), then spark_bridge.sql; each
+time includes building its DataFrames (listing files; the pruned run also plans); no warm-up.
 
 Anchors (the diPs paper, TPC-H SF100): 50% of queries skip >= 33% of their input, ~40% get an
 input cut >= 2x, planning adds 84 ms at the median; large savings for 15 of 22 queries (q2-q7,
@@ -31,6 +28,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 from decimal import Decimal
 from pathlib import Path
@@ -53,8 +51,7 @@ KEYS = {"lineitem": ["l_orderkey", "l_linenumber"], "orders": ["o_orderkey"],
         "customer": ["c_custkey"], "supplier": ["s_suppkey"], "nation": ["n_nationkey"],
         "region": ["r_regionkey"]}
 CLUSTER_BY = {"lineitem": "l_shipdate", "orders": "o_orderdate"}    # the clustered layout's
-SHORT = {"lineitem": "L", "orders": "O", "partsupp": "PS", "part": "P", "customer": "C",
-         "supplier": "S", "nation": "N", "region": "R"}
+SHORT = dict(zip(FILES, ["L", "O", "PS", "P", "C", "S", "N", "R"]))
 PAPER_LARGE = {2, 3, 4, 5, 6, 7, 10, 12, 14, 15, 16, 17, 19, 20, 21}
 
 
@@ -83,8 +80,7 @@ def write_layout(root: Path, layout: str, scale: float) -> dict[str, Path]:
     dirs = {}
     for name, count in FILES.items():
         count, out = max(1, round(count * scale)), root / layout / name
-        dirs[name] = out
-        if len(list(out.glob("*.parquet"))) == count:
+        if len(list((dirs.setdefault(name, out)).glob("*.parquet"))) == count:
             continue
         table = pq.read_table(generate(root, scale) / f"{name}.parquet")
         # tpchgen writes string views; plain strings are what Spark and lakestats expect
@@ -138,8 +134,7 @@ def prune(query: int, dirs: dict[str, Path]) -> dict:
     """prune_query's numbers summed over the query's tables, the call's own time, and what
     looks wrong: a diP adding files, a table the query reads missing from the report."""
     from pruning.joins import prune_query
-    seconds, plan = timed(lambda: prune_query(QUERIES[query], {n: str(p) for n, p in
-                                                               dirs.items()}))
+    seconds, plan = timed(lambda: prune_query(QUERIES[query], {n: str(p) for n, p in dirs.items()}))
     out = plan.as_json()
     tables = out["tables"]
     out.update(call_ms=seconds * 1e3, **{k: sum(t[k] for t in tables.values()) for k in (
@@ -163,15 +158,19 @@ def spark_session():
 
 
 def run_unpruned(spark, query: int, dirs: dict[str, Path]) -> tuple[float, list]:
-    """The query over every data file: a view per table, dropped afterwards so that the pruned
-    run cannot fall back on it by name."""
-    for name in tables_of(query):
-        df = spark.read.parquet(str(dirs[name]))         # Spark skips _lakestats (leading _)
-        assert sorted(f.rsplit("/", 1)[1] for f in df.inputFiles()) == sorted(
-            f.name for f in dirs[name].glob("*.parquet")), f"{name}: not the data files"
-        df.createOrReplaceTempView(name)
+    """The query over every data file through a view per table (listing its directory is
+    timed, as the pruned run's listing of its files is); the views are dropped afterwards so
+    that the pruned run cannot fall back on them by name."""
+    def run():
+        for name in tables_of(query):
+            spark.read.parquet(str(dirs[name])).createOrReplaceTempView(name)
+        return spark.sql(QUERIES[query]).collect()
     try:
-        return timed(lambda: spark.sql(QUERIES[query]).collect())
+        seconds, rows = timed(run)
+        for name in tables_of(query):       # Spark skips _lakestats (a leading _): check it
+            assert sorted(f.rsplit("/", 1)[1] for f in spark.table(name).inputFiles()) == \
+                sorted(f.name for f in dirs[name].glob("*.parquet")), f"{name}: not its files"
+        return seconds, rows
     finally:
         for name in tables_of(query):
             spark.catalog.dropTempView(name)
@@ -197,36 +196,33 @@ def run_query(q: int, dirs: dict[str, Path], spark) -> dict:
         r.update(prune(q, dirs))
         if spark is not None:
             r["all_s"], full = run_unpruned(spark, q, dirs)
-            r["kept_s"], kept = timed(lambda: spark_bridge.sql(spark, QUERIES[q], tables={
-                n: str(p) for n, p in dirs.items()}).collect())
+            start = time.perf_counter()
+            df = spark_bridge.sql(spark, QUERIES[q], tables={n: str(p) for n, p in dirs.items()})
+            kept, r["kept_s"] = df.collect(), time.perf_counter() - start
             r["equal"] = same_rows(full, kept)
+            # the bridge must read exactly the files the plan keeps
+            if {tuple(f.rsplit("/", 2)[1:]) for f in df.inputFiles()} != {
+                    (t, k) for t, v in r["tables"].items() for k in v["kept"]}:
+                r["odd"].append("Spark's input files are not the kept files")
     except Exception:  # noqa: BLE001 - the query counts as failed; the others still run
         r.update(error=traceback.format_exc(), equal=False)
     return r
 
 
-def run_layout(dirs: dict[str, Path], queries: list[int], spark) -> list[dict]:
-    rows = []
-    for q in queries:                   # printed as they come: a long run shows its progress
-        rows.append(run_query(q, dirs, spark))
-        print_row(rows[-1])
-    return rows
-
-
 def print_row(r: dict) -> None:
     line = f"q{r['q']:<4} {','.join(SHORT[t] for t in tables_of(r['q'])):<14}"
     if "files_before" in r:
+        cut = r["bytes_before"] / max(r["bytes_after"], 1)
         line += (f" {r['files_before']:>5} → {r['files_after_local']:>5} → "
                  f"{r['files_after_dips']:<5} {r['bytes_before'] / 1e6:>7.1f} → "
-                 f"{r['bytes_after'] / 1e6:<7.1f} {r['bytes_before'] / r['bytes_after']:>6.1f}× "
+                 f"{r['bytes_after'] / 1e6:<7.1f} {cut:>6.1f}× "
                  f"{r['planning_ms']:>8.1f} {r['call_ms']:>8.1f}")
     if "kept_s" in r:
         line += (f" {r['all_s']:>9.2f}s {r['kept_s']:>7.2f}s {r['all_s'] / r['kept_s']:>7.2f}×"
                  f" {'yes' if r['equal'] else 'NO':>5}")
-    print(line, flush=True)
-    for odd in r.get("odd", []) + [r.get("error", "")]:
-        if odd:
-            print("    suspicious: " + odd.strip().replace("\n", "\n    "))
+    print(line + "".join(f"\n      suspicious: {odd}" for odd in r.get("odd", [])) + (
+        "\n      error: " + r["error"].strip().replace("\n", "\n      ") if "error" in r else ""),
+        flush=True)
 
 
 def summarize(layout: str, rows: list[dict], dirs: dict[str, Path]) -> None:
@@ -266,7 +262,8 @@ def main() -> int:
     shutil.rmtree(root / "raw", ignore_errors=True)
     print(f"TPC-H SF{args.scale:g} under {root}: both layouts ready in {seconds:.1f} s")
     for name, dirs in layouts.items():
-        print(f"lakestats compute, {name}:\n  total {compute_statistics(dirs):.1f} s")
+        print(f"lakestats compute, {name}:")
+        print(f"  total {compute_statistics(dirs):.1f} s")
     spark = None if args.no_spark else spark_session()
     failed = 0
     for name, dirs in layouts.items():
@@ -274,9 +271,12 @@ def main() -> int:
               f"{'MB before → after':<17} {'cut':>7} {'plan ms':>8} {'call ms':>8}"
               + ("" if spark is None else f" {'Spark all':>10} {'pruned':>8} {'speed-up':>8}"
                  f" {'equal':>5}"))
-        seconds, rows = timed(lambda: run_layout(dirs, args.queries, spark))
+        rows, start = [], time.perf_counter()
+        for q in args.queries:          # printed as they come: a long run shows its progress
+            rows.append(run_query(q, dirs, spark))
+            print_row(rows[-1])
         summarize(name, rows, dirs)
-        print(f"  layout run: {seconds:.1f} s")
+        print(f"  layout run: {time.perf_counter() - start:.1f} s")
         failed += sum(1 for r in rows if "error" in r or r.get("equal") is False)
     if spark is not None:
         spark.stop()
