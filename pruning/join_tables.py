@@ -67,6 +67,9 @@ class JoinColumn:
 
 
 class JoinTable:
+    """A table the query names: its partitions from one read of the partition index (the
+    columns its scans' predicates and joins name), and the files a listing finds."""
+
     def __init__(self, name: str, uri: str, stats: TableStatistics, wanted: set[str]):
         self.name, self.stats, self.schema = name, stats, stats.schema()
         columns = sorted(c for c in wanted if c in self.schema.names)
@@ -114,17 +117,17 @@ class JoinTable:
             mask[:len(self.parts)] = keep
         return (mask | self.always) & self.exists
 
-    def _by_ranges(self, node: exp.Expression, column: str, keep: np.ndarray) -> np.ndarray:
+    def _by_ranges(self, node: exp.Expression, column: str, asked: np.ndarray) -> np.ndarray:
         """May the predicate be true in some range of the column's range-set? Each range of
-        the `keep` partitions is evaluated as a partition of its own (the other columns as
+        the `asked` partitions is evaluated as a partition of its own (the other columns as
         the partition has them): a row that satisfies it lies in one of them. Past
         RANGE_VIEWS_MAX ranges (a column the layout does not cluster) the range-sets are left
         unused: a bound on planning time."""
         col = self.column(column)
-        out = np.ones(len(keep), bool)
+        out = np.ones(len(asked), bool)
         if col is None or ty.kind_of(col.type) not in ty.BINNED_KINDS:
             return out
-        ranges = np.flatnonzero(keep[col.owners])
+        ranges = np.flatnonzero(asked[col.owners])
         if len(ranges) > RANGE_VIEWS_MAX:
             return out
         owners = col.owners[ranges]
@@ -136,7 +139,7 @@ class JoinTable:
                                                           "high": high}},
                                    view.row_count, view.table_columns))
         hits = np.array([f.true for f in evaluate_all(node, views, lambda *_: None)], bool)
-        ranged = np.zeros(len(keep), bool)
+        ranged = np.zeros(len(asked), bool)
         ranged[owners] = True
         out[ranged] = False
         out[owners[hits]] = True
@@ -177,7 +180,7 @@ class JoinTable:
         else:
             lows, highs = lows.filter(pa.array(zoned)), highs.filter(pa.array(zoned))
         return JoinColumn(arrow_type, lows, highs, owners.astype(np.int64),
-                       counts("nan_count") > 0, nulls, counts("distinct_count"))
+                          counts("nan_count") > 0, nulls, counts("distinct_count"))
 
     def values(self, column: str, asked: np.ndarray) -> list | None:
         """The exact distinct values of a string column in the asked partitions: the index's
@@ -203,6 +206,8 @@ def _size(table_uri: str, rel_path: str) -> int:
 
 
 def _numpy(values: pa.Array, as_objects: bool) -> np.ndarray:
+    """Bounds as numpy compares them: native numbers and datetimes, else Python objects (a
+    trailing None keeps numpy from reading sequences in the values as dimensions)."""
     if as_objects or not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type)
                           or pa.types.is_temporal(values.type)):
         return range_sets.values(np.array(values.to_pylist() + [None], dtype=object)[:-1])
@@ -218,8 +223,7 @@ def comparable(a: pa.DataType, b: pa.DataType) -> bool | None:
         return not (ka == kb and ka in (ty.INTEGER, ty.FLOAT))
     if ka == kb == ty.STRING:
         return False
-    if ka == kb == ty.TEMPORAL and type(a) is type(b) and getattr(a, "tz", None) is None \
-            and getattr(b, "tz", None) is None or ka == kb == ty.TEMPORAL and \
-            pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz and b.tz:
-        return False
+    if ka == kb == ty.TEMPORAL and type(a) is type(b):   # dates with dates, zoned with zoned
+        return False if (getattr(a, "tz", None) is None) == (getattr(b, "tz", None) is None) \
+            else None
     return None
