@@ -73,7 +73,7 @@ def _range_sets(texts: list[list[str] | None], arrow_type: pa.DataType,
                 list_type: pa.DataType) -> pa.ListArray:
     """Range-sets as statistics.parquet keeps them (flat text) into typed (low, high) lists."""
     flat = [t for pairs in texts if pairs for t in pairs]
-    typed = ty.from_text(flat, arrow_type).cast(list_type.value_type.field("low").type)
+    typed = ty.from_text(flat, arrow_type)
     bounds = pa.StructArray.from_arrays([typed[0::2], typed[1::2]],
                                         fields=list(list_type.value_type))
     sizes = np.array([len(p) // 2 if p else 0 for p in texts], np.int32)

@@ -30,7 +30,6 @@ RANGE_VIEWS_MAX = 4_096         # ranges a local predicate is evaluated over, pe
 @dataclass
 class TablePruning:
     """One table of the query: its files and what each step kept (the JSON contract)."""
-    name: str
     uri: str
     paths: list[str]
     sizes: np.ndarray
@@ -71,7 +70,7 @@ class JoinTable:
     columns its scans' predicates and joins name), and the files a listing finds."""
 
     def __init__(self, name: str, uri: str, stats: TableStatistics, wanted: set[str]):
-        self.name, self.stats, self.schema = name, stats, stats.schema()
+        self.name, self.schema = name, stats.schema()
         columns = sorted(c for c in wanted if c in self.schema.names)
         self.index = stats.partition_index(columns)
         self.parts, self.member_all = candidates(stats, set(wanted), self.index)
@@ -100,7 +99,7 @@ class JoinTable:
         self.always = np.concatenate([stale, np.ones(extra, bool)])
         self.exists = np.concatenate([exists, np.ones(extra, bool)])
         self.partial = bool(self.always.any())
-        self.report = TablePruning(self.name, uri, published + missing + new,
+        self.report = TablePruning(uri, published + missing + new,
                                    np.array(sizes, np.int64), self.exists, listed=bool(now))
 
     def local(self, predicates: list[exp.Expression]) -> np.ndarray:

@@ -153,26 +153,37 @@ class _Schedule:
 
     def send(self, sources: tuple[Origin, ...], targets: tuple[Origin, ...], kind: str) -> bool:
         """One diP from `sources` (their union) to each target; True if it pruned."""
-        dips = [self.dip(o, t, kind) for o in sources for t in targets]
-        if any(d is None for d in dips):
-            return False
+        made: dict[tuple, _Dip | None] = {}       # each source's diP once per way of comparing
+        per_target = []
+        for target in targets:
+            parts = []
+            for source in sources:
+                how = self._comparison(source, target)
+                key = (source, how)
+                if key not in made:
+                    made[key] = None if how is None else self.dip(source, how, kind)
+                parts.append(made[key])
+            if any(d is None for d in parts):
+                return False
+            per_target.append(parts)
         pruned = False
-        for j, target in enumerate(targets):
-            parts = [dips[i * len(targets) + j] for i in range(len(sources))]
+        for target, parts in zip(targets, per_target):
             dip = _Dip(range_sets.union([d.ranges for d in parts]), any(d.nan for d in parts),
                        None if any(d.values is None for d in parts) else
                        sorted({v for d in parts for v in d.values}))
             pruned |= self.apply(dip, target, kind, sources)
         return pruned
 
-    def dip(self, source: Origin, target: Origin, kind: str) -> _Dip | None:
+    def _comparison(self, source: Origin, target: Origin) -> bool | None:
+        """How the two join columns compare (join_tables.comparable); None: no diP."""
+        col = self.tables[self.graph.scans[source.scan].table].column(source.column)
+        other = self.tables[self.graph.scans[target.scan].table].column(target.column)
+        return None if col is None or other is None else comparable(col.type, other.type)
+
+    def dip(self, source: Origin, as_objects: bool, kind: str) -> _Dip | None:
         table = self.tables[self.graph.scans[source.scan].table]
-        receiving = self.tables[self.graph.scans[target.scan].table]
-        col, other = table.column(source.column), receiving.column(target.column)
-        if table.partial or col is None or other is None:
-            return None
-        as_objects = comparable(col.type, other.type)
-        if as_objects is None:
+        col = table.column(source.column)
+        if table.partial:
             return None
         kept = self.masks[source.scan][:len(table.parts)]
         if kind == NOT_IN and col.nulls[kept].any():
@@ -193,9 +204,7 @@ class _Schedule:
         table = self.tables[scan.table]
         col = table.column(target.column)
         n = len(table.parts)
-        source_type = self.tables[self.graph.scans[sources[0].scan].table].column(
-            sources[0].column).type
-        lows, highs = col.keys(comparable(source_type, col.type))
+        lows, highs = col.keys(self._comparison(sources[0], target))
         hit = range_sets.overlaps(lows, highs, col.owners, n, dip.ranges) | (dip.nan & col.nan)
         mask = self.masks[scan.id]
         if dip.values is not None and dip.values:
