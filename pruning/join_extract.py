@@ -44,9 +44,14 @@ def parse(sql: str) -> exp.Expression:
 def tables_named(tree: exp.Expression, given: list[str]) -> list[str]:
     """The given tables the query names (Spark's names are case-insensitive); an error names
     a table the query reads that is not given."""
+    return sorted({name for _, name in _references(tree, given)})
+
+
+def _references(tree: exp.Expression, given: list[str]) -> list[tuple[exp.Table, str]]:
+    """Each table node of the query that reads a given table, with the table's given name."""
     by_name = {t.lower(): t for t in given}
     ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-    named = []
+    found = []
     for table in tree.find_all(exp.Table):
         name = table.name.lower()
         if name in ctes or table.args.get("db"):
@@ -54,14 +59,14 @@ def tables_named(tree: exp.Expression, given: list[str]) -> list[str]:
         if name not in by_name:
             raise PredicateError(f"table {table.name!r} is in the query but not given "
                                  f"(given: {', '.join(sorted(given)) or 'none'})")
-        named.append(by_name[name])
-    return sorted(set(named))
+        found.append((table, by_name[name]))
+    return found
 
 
 def extract(tree: exp.Expression, schemas: dict[str, list[str]]) -> JoinGraph:
     """The join graph of a parsed query over tables named as in `schemas` (name -> column
     names)."""
-    tables_named(tree, list(schemas))
+    references = _references(tree, list(schemas))
     for i, table in enumerate(tree.find_all(exp.Table)):
         table.meta["scan"] = i
     try:
@@ -73,6 +78,11 @@ def extract(tree: exp.Expression, schemas: dict[str, list[str]]) -> JoinGraph:
     walk = _Walk({t.lower(): t for t in schemas},
                  {t.lower(): {c.lower(): c for c in cols} for t, cols in schemas.items()})
     walk.query(qualified, [], {})
+    # a reference the walk did not reach (a construct it does not know): read whole
+    walked = {s.reference for s in walk.scans}
+    for table, name in references:
+        if table.meta["scan"] not in walked:
+            walk.scans.append(Scan(len(walk.scans), name, table.alias_or_name, table.meta["scan"]))
     return JoinGraph(walk.scans, walk.edges, tree)
 
 
@@ -129,7 +139,7 @@ class _Walk:
         scope: _Scope = {}
         first = _arg(node, "from")
         if first is not None:
-            scope[first.this.alias_or_name] = self.source(first.this, outer, ctes)
+            self.sources(first.this, scope, outer, ctes)
         for join in node.args.get("joins") or []:
             self.join(join, scope, outer, ctes)
         for conjunct in _conjuncts(node.args.get("where")):
@@ -157,23 +167,36 @@ class _Walk:
             return _Source(dict(self.query(node.this, outer, ctes)))
         return _Source({})          # a table function, VALUES, ...: opaque
 
+    def sources(self, node: exp.Expression, scope: _Scope, outer, ctes) -> set[str]:
+        """Adds a FROM item's sources to the scope: one, or the tables of a parenthesized join
+        `(a JOIN b ON ...)`, whose aliases the enclosing block sees. Returns their aliases."""
+        nested = node.this if isinstance(node, exp.Subquery) and not node.alias else None
+        if isinstance(nested, (exp.Table, exp.Subquery)) and nested.args.get("joins"):
+            group: _Scope = {}
+            self.sources(nested, group, outer, ctes)
+            for join in nested.args["joins"]:
+                self.join(join, group, outer, ctes)
+            scope.update(group)
+            return set(group)
+        scope[node.alias_or_name] = self.source(node, outer, ctes)
+        return {node.alias_or_name}
+
     def join(self, join: exp.Join, scope: _Scope, outer, ctes) -> None:
         left = set(scope)
-        alias = join.this.alias_or_name
-        right = scope[alias] = self.source(join.this, outer, ctes)
+        right = self.sources(join.this, scope, outer, ctes)
         side, kind = (join.side or "").upper(), (join.kind or "").upper()
         join_type = {"SEMI": SEMI, "ANTI": ANTI}.get(kind) or \
             {"LEFT": LEFT, "RIGHT": RIGHT, "FULL": FULL}.get(side, INNER)
         # the sides whose rows ON filters: those the join does not preserve
-        filtered = {INNER: left | {alias}, SEMI: left | {alias}, ANTI: {alias}, LEFT: {alias},
+        filtered = {INNER: left | right, SEMI: left | right, ANTI: right, LEFT: right,
                     RIGHT: left, FULL: set()}[join_type]
         for conjunct in _conjuncts(join.args.get("on")):
             pair = self.equi(conjunct, [scope])
             if pair is not None:
                 (a, oa), (b, ob) = pair
-                if a in left and b == alias:
+                if a in left and b in right:
                     self.edge(oa, ob, join_type)
-                elif b in left and a == alias:
+                elif b in left and a in right:
                     self.edge(ob, oa, join_type)
                 continue
             only = _single_source(conjunct, [scope])
@@ -181,7 +204,8 @@ class _Walk:
                 self.local(conjunct, scope, only, scope[only].nullable)
         # after ON: a join's own condition filters the side it makes null-supplying
         if join_type in (LEFT, FULL):
-            right.nullable = True
+            for a in right:
+                scope[a].nullable = True
         if join_type in (RIGHT, FULL):
             for a in left:
                 scope[a].nullable = True

@@ -38,7 +38,11 @@ def sql(spark, query: str, tables: dict[str, str], *,
         files_frame(spark, table.uri, kept, every) \
             .createOrReplaceTempView(view)
         views.append(view)
-        node.replace(exp.alias_(exp.to_table(view), node.alias_or_name, table=True))
+        scan = exp.alias_(exp.to_table(view), node.alias_or_name, table=True)
+        for key, value in node.args.items():   # what the reference carries: nested joins, ...
+            if key not in scan.args:
+                scan.set(key, value)
+        node.replace(scan)
     try:
         return spark.sql(tree.sql(dialect="spark"))
     finally:       # the DataFrame keeps its analyzed plan; the names are no longer needed

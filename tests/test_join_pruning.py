@@ -200,6 +200,25 @@ def test_a_union_sends_the_or_of_its_branches_and_receives_in_each(chain):
     assert sorted(plan.reads.values()) == [[], ["p3.parquet"], ["p3.parquet"]]
 
 
+def test_a_parenthesized_join_is_joined_as_one_side(spark, chain):
+    """`r LEFT JOIN (s JOIN t ...)`: s and t join each other both ways and receive from r;
+    Spark reads the kept files with the nesting intact."""
+    import spark_bridge
+    for query, kept in (
+            ("SELECT * FROM r LEFT JOIN (s JOIN t ON s.b = t.b) ON r.a = s.a WHERE r.x = 1",
+             {"r": ["p1"], "s": ["p1"], "t": ["p1"]}),
+            ("SELECT * FROM r LEFT JOIN (s JOIN t ON s.b = t.b AND t.y = 2) ON r.a = s.a",
+             {"r": ["p0", "p1", "p2", "p3"], "s": ["p2"], "t": ["p2"]})):
+        tables = prune_query(query, chain).as_json()["tables"]
+        assert {n: [p.split(".")[0] for p in t["kept"]] for n, t in tables.items()} == kept
+        for name, root in chain.items():
+            spark.read.parquet(root).createOrReplaceTempView(name)
+        every = sorted(spark.sql(query).collect())
+        for name in chain:
+            spark.catalog.dropTempView(name)
+        assert sorted(spark_bridge.sql(spark, query, chain).collect()) == every
+
+
 def test_a_join_condition_in_every_branch_of_an_or_is_a_join(chain):
     # TPC-H q19's shape: the join repeated in each branch, each table's conditions per branch
     tables = prune_query("SELECT * FROM r, s WHERE (r.a = s.a AND r.x = 1 AND s.b > 0) OR "
