@@ -19,6 +19,7 @@ block by block:
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import sqlglot
@@ -28,7 +29,8 @@ from sqlglot.optimizer.qualify import qualify
 
 from pruning.join_graph import (ANTI, FULL, INNER, LEFT, NOT_IN, RIGHT, SEMI, Edge, JoinGraph,
                                 Origin, Scan)
-from pruning.predicate import PredicateError, StatsView, evaluate
+from pruning.join_conditions import conjuncts, implied, null_rejecting, single_source
+from pruning.predicate import PredicateError
 
 
 def parse(sql: str) -> exp.Expression:
@@ -41,20 +43,33 @@ def parse(sql: str) -> exp.Expression:
     return tree
 
 
-def tables_named(tree: exp.Expression, given: list[str]) -> list[str]:
+def tables_named(tree: exp.Expression, given: list[str], others: Iterable[str] = ()
+                 ) -> list[str]:
     """The given tables the query names (Spark's names are case-insensitive); an error names
-    a table the query reads that is not given."""
-    return sorted({name for _, name in _references(tree, given)})
+    a table the query reads that is neither given nor one of the `others`."""
+    return sorted({name for _, name in _references(tree, given, others)})
 
 
-def _references(tree: exp.Expression, given: list[str]) -> list[tuple[exp.Table, str]]:
+def unnamed(tree: exp.Expression, given: list[str]) -> list[str]:
+    """The tables the query reads that are not given (nor qualified by a database)."""
+    known = {t.lower() for t in given} | _cte_names(tree)
+    return sorted({t.name for t in tree.find_all(exp.Table)
+                   if not t.args.get("db") and t.name.lower() not in known})
+
+
+def _cte_names(tree: exp.Expression) -> set[str]:
+    return {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+
+
+def _references(tree: exp.Expression, given: list[str], others: Iterable[str] = ()
+                ) -> list[tuple[exp.Table, str]]:
     """Each table node of the query that reads a given table, with the table's given name."""
     by_name = {t.lower(): t for t in given}
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    skipped = _cte_names(tree) | {t.lower() for t in others}
     found = []
     for table in tree.find_all(exp.Table):
         name = table.name.lower()
-        if name in ctes or table.args.get("db"):
+        if name in skipped or table.args.get("db"):
             continue
         if name not in by_name:
             raise PredicateError(f"table {table.name!r} is in the query but not given "
@@ -63,15 +78,18 @@ def _references(tree: exp.Expression, given: list[str]) -> list[tuple[exp.Table,
     return found
 
 
-def extract(tree: exp.Expression, schemas: dict[str, list[str]]) -> JoinGraph:
+def extract(tree: exp.Expression, schemas: dict[str, list[str]],
+            others: dict[str, list[str]] | None = None) -> JoinGraph:
     """The join graph of a parsed query over tables named as in `schemas` (name -> column
-    names)."""
-    references = _references(tree, list(schemas))
+    names); `others` are tables it may also read (name -> columns), opaque: never pruned,
+    never a source of diPs."""
+    others = others or {}
+    references = _references(tree, list(schemas), others)
     for i, table in enumerate(tree.find_all(exp.Table)):
         table.meta["scan"] = i
     try:
         qualified = qualify(tree.copy(), schema={t: {c: "string" for c in cols}
-                                                 for t, cols in schemas.items()},
+                                                 for t, cols in {**others, **schemas}.items()},
                             dialect="spark")
     except (OptimizeError, SqlglotError) as e:
         raise PredicateError(f"query: {str(e).splitlines()[0]}") from None
@@ -142,7 +160,7 @@ class _Walk:
             self.sources(first.this, scope, outer, ctes)
         for join in node.args.get("joins") or []:
             self.join(join, scope, outer, ctes)
-        for conjunct in _conjuncts(node.args.get("where")):
+        for conjunct in conjuncts(node.args.get("where")):
             self.where(conjunct, scope, outer, ctes, correlation)
         # subqueries anywhere else (select list, HAVING, under OR): their scans, no edges out
         for sub in list(node.find_all(exp.Select)):
@@ -178,7 +196,10 @@ class _Walk:
                 self.join(join, group, outer, ctes)
             scope.update(group)
             return set(group)
-        scope[node.alias_or_name] = self.source(node, outer, ctes)
+        source = self.source(node, outer, ctes)
+        if node.args.get("pivots"):     # its columns are those of a PIVOT or UNPIVOT: opaque
+            source = _Source({}, source.scan)
+        scope[node.alias_or_name] = source
         return {node.alias_or_name}
 
     def join(self, join: exp.Join, scope: _Scope, outer, ctes) -> None:
@@ -190,7 +211,7 @@ class _Walk:
         # the sides whose rows ON filters: those the join does not preserve
         filtered = {INNER: left | right, SEMI: left | right, ANTI: right, LEFT: right,
                     RIGHT: left, FULL: set()}[join_type]
-        for conjunct in _conjuncts(join.args.get("on")):
+        for conjunct in conjuncts(join.args.get("on")):
             pair = self.equi(conjunct, [scope])
             if pair is not None:
                 (a, oa), (b, ob) = pair
@@ -199,7 +220,7 @@ class _Walk:
                 elif b in left and a in right:
                     self.edge(ob, oa, join_type)
                 continue
-            only = _single_source(conjunct, [scope])
+            only = single_source(conjunct, [scope])
             if only in filtered:
                 self.local(conjunct, scope, only, scope[only].nullable)
         # after ON: a join's own condition filters the side it makes null-supplying
@@ -215,8 +236,8 @@ class _Walk:
         while isinstance(conjunct, exp.Paren):
             conjunct = conjunct.this
         if isinstance(conjunct, exp.Or) and not factored:
-            for implied in _implied(conjunct, scope):
-                self.where(implied, scope, outer, ctes, None, factored=True)
+            for condition in implied(conjunct, scope):
+                self.where(condition, scope, outer, ctes, None, factored=True)
             return
         negated = isinstance(conjunct, exp.Not)
         atom = conjunct.this if negated else conjunct
@@ -250,7 +271,7 @@ class _Walk:
         if pair is not None and pair[0][0] != pair[1][0]:
             self.edge(pair[0][1], pair[1][1], INNER)
             return
-        only = _single_source(conjunct, [scope])
+        only = single_source(conjunct, [scope])
         if only is not None:
             self.local(conjunct, scope, only, scope[only].nullable)
 
@@ -300,7 +321,7 @@ class _Walk:
                 nullable = null_rejecting_needed or any(o.nullable for _, o in mapping)
                 for column, origin in mapping:
                     column.replace(exp.column(origin.column, quoted=True))
-                if nullable and not _null_rejecting(renamed):
+                if nullable and not null_rejecting(renamed):
                     continue
                 next(s for s in self.scans if s.id == scan_id).predicates.append(renamed)
 
@@ -334,66 +355,9 @@ def _arg(node: exp.Expression, name: str):
     return node.args.get(f"{name}_") or node.args.get(name)
 
 
-def _conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
-    if node is None:
-        return []
-    if isinstance(node, (exp.Where, exp.Paren)):
-        return _conjuncts(node.this)
-    if isinstance(node, exp.And):
-        return _conjuncts(node.left) + _conjuncts(node.right)
-    return [node]
-
-
-def _disjuncts(node: exp.Expression) -> list[exp.Expression]:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.Or):
-        return _disjuncts(node.left) + _disjuncts(node.right)
-    return [node]
-
-
-def _implied(disjunction: exp.Expression, scope: _Scope) -> list[exp.Expression]:
-    """What an OR of conjunctions implies, as Spark's optimizer extracts it: the conjuncts
-    every branch holds (a join condition written in each), and per source the OR of each
-    branch's conjuncts on that source alone, when every branch has some."""
-    branches = [[c for c in _conjuncts(b) if not c.find(exp.Subquery, exp.Exists, exp.Select)]
-                for b in _disjuncts(disjunction)]
-    implied = [c for c in branches[0] if all(any(_same(c, d) for d in b) for b in branches[1:])]
-    aliases = {_single_source(c, [scope]) for c in branches[0]} - {None}
-    for alias in sorted(aliases):
-        parts = [[c for c in b if _single_source(c, [scope]) == alias
-                  and not any(_same(c, i) for i in implied)] for b in branches]
-        if all(parts):
-            implied.append(exp.or_(*[exp.and_(*p) for p in parts]))
-    return implied
-
-
-def _same(a: exp.Expression, b: exp.Expression) -> bool:
-    """Equal expressions, `x = y` and `y = x` alike."""
-    return a == b or isinstance(a, exp.EQ) and isinstance(b, exp.EQ) and \
-        a.left == b.right and a.right == b.left
-
-
 def _block_of(node: exp.Expression) -> exp.Select | None:
     """The SELECT whose clauses hold `node` (not counting node itself)."""
     parent = node.parent
     while parent is not None and not isinstance(parent, exp.Select):
         parent = parent.parent
     return parent
-
-
-def _single_source(conjunct: exp.Expression, scopes: list[_Scope]) -> str | None:
-    """The one source alias a conjunct's columns all name (in the first scope), else None."""
-    tables = {c.table for c in conjunct.find_all(exp.Column)}
-    if len(tables) != 1:
-        return None
-    alias = next(iter(tables))
-    return alias if alias in scopes[0] else None
-
-
-def _null_rejecting(predicate: exp.Expression) -> bool:
-    """Cannot be true when every column is null (a null-extended row fails it)."""
-    columns = {c.name for c in predicate.find_all(exp.Column)}
-    nulls = StatsView({c: {"row_count": 1, "null_count": 1, "nan_count": 0, "low": None,
-                           "high": None} for c in columns}, 1, columns)
-    return not evaluate(predicate, nulls).true

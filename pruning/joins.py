@@ -49,14 +49,16 @@ class QueryPruning:
                 "planning_ms": round(self.planning_ms, 3)}
 
 
-def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None = None
-                ) -> QueryPruning:
-    """The files each table of `sql` must be read from (tables: name -> table URI)."""
+def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None = None,
+                others: dict[str, list[str]] | None = None) -> QueryPruning:
+    """The files each table of `sql` must be read from (tables: name -> table URI). `others`
+    are further tables the query may read (name -> column names), such as a Spark catalog's:
+    read as they are, they prune nothing."""
     started = time.perf_counter()
     tree = parse(sql)
     stats = {name: TableStatistics(Layout.of_table(tables[name], (stats_roots or {}).get(name)).uri)
-             for name in tables_named(tree, list(tables))}
-    graph = extract(tree, {name: s.schema().names for name, s in stats.items()})
+             for name in tables_named(tree, list(tables), others or {})}
+    graph = extract(tree, {name: s.schema().names for name, s in stats.items()}, others)
     wanted: dict[str, set[str]] = {name: set() for name in stats}
     for scan in graph.scans:
         wanted[scan.table] |= {c.name for p in scan.predicates for c in p.find_all(exp.Column)}

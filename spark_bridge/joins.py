@@ -7,7 +7,9 @@ import uuid
 
 from sqlglot import exp
 
+from pruning.join_extract import parse, unnamed
 from pruning.joins import prune_query
+from pruning.predicate import PredicateError
 from spark_bridge.read import files_frame
 
 
@@ -15,15 +17,16 @@ def explain_pruning(spark, query: str, tables: dict[str, str], *,
                     stats_roots: dict[str, str] | None = None) -> dict:
     """Per table: the files and bytes before pruning, after local predicates and after each
     diP, the files kept and skipped; and the planning time (`lakestats prune-query --json`).
-    Reads statistics only; `spark` is not used."""
-    return prune_query(query, tables, stats_roots).as_json()
+    Reads statistics, not data; other tables the query names come from Spark's catalog."""
+    return prune_query(query, tables, stats_roots, _catalog_tables(spark, query, tables)).as_json()
 
 
 def sql(spark, query: str, tables: dict[str, str], *,
         stats_roots: dict[str, str] | None = None):
     """spark.sql(query) with each table of `tables` (name -> table URI) read from the files
-    its scans must read. Each table reference becomes a temporary view of its own files."""
-    plan = prune_query(query, tables, stats_roots)
+    its scans must read. Each table reference becomes a temporary view of its own files;
+    other tables the query names (Spark's tables and views) are read as they are."""
+    plan = prune_query(query, tables, stats_roots, _catalog_tables(spark, query, tables))
     tree = plan.graph.tree.copy()
     names = {s.reference: s.table for s in plan.graph.scans}
     views = []
@@ -48,3 +51,13 @@ def sql(spark, query: str, tables: dict[str, str], *,
     finally:       # the DataFrame keeps its analyzed plan; the names are no longer needed
         for view in views:
             spark.catalog.dropTempView(view)
+
+
+def _catalog_tables(spark, query: str, tables: dict[str, str]) -> dict[str, list[str]]:
+    """The tables and views of Spark's catalog that the query reads beyond `tables`, with
+    their columns (a name Spark does not know either is left to prune_query's error)."""
+    try:
+        names = unnamed(parse(query), list(tables))
+    except PredicateError:
+        return {}                           # prune_query reports it
+    return {n: spark.table(n).columns for n in names if spark.catalog.tableExists(n)}

@@ -219,6 +219,20 @@ def test_a_parenthesized_join_is_joined_as_one_side(spark, chain):
         assert sorted(spark_bridge.sql(spark, query, chain).collect()) == every
 
 
+def test_a_table_of_sparks_catalog_is_read_as_it_is(spark, chain):
+    """A view the query names beside the given tables: Spark reads it, it prunes nothing."""
+    import spark_bridge
+    spark.read.parquet(chain["t"]).where("y = 2").createOrReplaceTempView("t_view")
+    query = "SELECT * FROM s JOIN t_view v ON s.b = v.b WHERE s.a < 300"
+    try:
+        tables = spark_bridge.explain_pruning(spark, query, {"s": chain["s"]})["tables"]
+        assert list(tables) == ["s"] and tables["s"]["files_after_dips"] == 3
+        rows = spark_bridge.sql(spark, query, {"s": chain["s"]}).collect()
+        assert sorted(r.b for r in rows) == list(range(2000, 2050))
+    finally:
+        spark.catalog.dropTempView("t_view")
+
+
 def test_a_join_condition_in_every_branch_of_an_or_is_a_join(chain):
     # TPC-H q19's shape: the join repeated in each branch, each table's conditions per branch
     tables = prune_query("SELECT * FROM r, s WHERE (r.a = s.a AND r.x = 1 AND s.b > 0) OR "
