@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -231,6 +232,25 @@ def test_a_table_of_sparks_catalog_is_read_as_it_is(spark, chain):
         assert sorted(r.b for r in rows) == list(range(2000, 2050))
     finally:
         spark.catalog.dropTempView("t_view")
+
+
+def test_tables_on_s3(spark, chain, run, s3_endpoint):
+    import boto3
+
+    import spark_bridge
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="joins")
+    tables = {}
+    for name in "rs":
+        for path in sorted(Path(chain[name]).glob("*.parquet")):
+            s3.upload_file(str(path), "joins", f"{name}/{path.name}")
+        tables[name] = f"s3://joins/{name}"
+        run(tables[name])
+    query = "SELECT r.a, r.x, s.b FROM r JOIN s ON r.a = s.a WHERE r.x = 2"
+    pruned = prune_query(query, tables).as_json()["tables"]
+    assert pruned["s"]["kept"] == ["p2.parquet"] and pruned["s"]["files_after_local"] == 4
+    rows = spark_bridge.sql(spark, query, tables).collect()
+    assert sorted(rows) == [(a, 2, b) for a, b in zip(range(200, 250), range(2000, 2050))]
 
 
 def test_a_join_condition_in_every_branch_of_an_or_is_a_join(chain):
