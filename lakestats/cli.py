@@ -224,11 +224,17 @@ def cmd_prune_query(args) -> int:
         if not (sep and name and path):
             print(f"lakestats: error: --table {item!r}: expected NAME=PATH", file=sys.stderr)
             return EXIT_USAGE
+        if name.lower() in {t.lower() for t in tables}:     # Spark's names ignore case
+            print(f"lakestats: error: --table {name!r} is given twice", file=sys.stderr)
+            return EXIT_USAGE
         tables[name] = path
     query = args.sql
     if "\n" not in query and os.path.isfile(query):
         with open(query, encoding="utf-8") as f:
             query = f.read()
+    elif query.strip().lower().endswith(".sql") and " " not in query.strip():
+        print(f"lakestats: error: --sql {query!r}: no such file", file=sys.stderr)
+        return EXIT_USAGE
     try:
         result = prune_query(query, tables)
     except PredicateError as e:

@@ -303,6 +303,11 @@ def test_prune_query_command(chain, tmp_path):
     missing = subprocess.run(args[:5] + ["SELECT * FROM r JOIN u ON r.a = u.a", *args[6:]],
                              capture_output=True, text=True)
     assert missing.returncode == 2 and "'u'" in missing.stderr
+    twice = subprocess.run(args + ["--table", f"R={chain['r']}"], capture_output=True, text=True)
+    assert twice.returncode == 2 and "'R' is given twice" in twice.stderr
+    no_file = subprocess.run(args[:5] + [str(tmp_path / "gone.sql"), *args[6:]],
+                             capture_output=True, text=True)
+    assert no_file.returncode == 2 and "no such file" in no_file.stderr
 
 
 def test_files_the_statistics_do_not_describe_are_read(chain, tmp_path):
