@@ -13,7 +13,7 @@ Scope = dict          # alias -> a FROM item of the block
 def conjuncts(node: exp.Expression | None) -> list[exp.Expression]:
     if node is None:
         return []
-    if isinstance(node, (exp.Where, exp.Paren)):
+    if isinstance(node, (exp.Where, exp.Having, exp.Paren)):
         return conjuncts(node.this)
     if isinstance(node, exp.And):
         return conjuncts(node.left) + conjuncts(node.right)

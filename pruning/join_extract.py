@@ -5,8 +5,11 @@ block by block:
 
 - Local predicates are the conjuncts of WHERE and ON that name one table's columns, where they
   filter it: ON conjuncts only on the side an outer join does not preserve, WHERE conjuncts on
-  a null-supplying side only when they are null-rejecting. An OR of conjunctions implies the
-  conjuncts every branch holds and, per table, the OR of its own conditions.
+  a null-supplying side only when they are null-rejecting; HAVING conjuncts on grouping
+  columns alone count as WHERE ones. An OR of conjunctions implies the conjuncts every branch
+  holds and, per table, the OR of its own conditions.
+- A parenthesized join, `a LEFT JOIN (b JOIN c ON ...) ON ...`, is one side of the join whose
+  tables the block sees.
 - Subqueries are joins as Spark decorrelates them: `EXISTS` and `IN (subquery)` semi joins,
   `NOT EXISTS` and `NOT IN` anti joins, a correlated scalar subquery (or an EXISTS over an
   aggregate without GROUP BY) a left outer join from the outer block; correlations with the
@@ -14,8 +17,9 @@ block by block:
 - A block's output column comes from scan columns through plain projections and renames,
   through GROUP BY on grouping columns only (no ROLLUP, CUBE or grouping sets), and through
   UNION as OR (every branch). Blocks with LIMIT, window functions, sampling, INTERSECT or
-  EXCEPT let nothing in or out. What the walk does not understand never prunes: its conjuncts
-  are dropped, never guessed.
+  EXCEPT, and PIVOT's sources, let nothing in or out. What the walk does not understand never
+  prunes: its conjuncts are dropped, never guessed, and a table it does not reach is a scan
+  of every file.
 """
 from __future__ import annotations
 
@@ -162,6 +166,13 @@ class _Walk:
             self.join(join, scope, outer, ctes)
         for conjunct in conjuncts(node.args.get("where")):
             self.where(conjunct, scope, outer, ctes, correlation)
+        # HAVING on grouping columns alone drops whole groups: as WHERE would (Spark pushes it)
+        keys = _grouping_keys(node)
+        for conjunct in conjuncts(node.args.get("having")) if keys else []:
+            columns = list(conjunct.find_all(exp.Column))
+            if columns and all((c.table, c.name.lower()) in keys for c in columns) and \
+                    not conjunct.find(exp.AggFunc, exp.Subquery, exp.Exists, exp.Window):
+                self.where(conjunct, scope, outer, ctes, None)
         # subqueries anywhere else (select list, HAVING, under OR): their scans, no edges out
         for sub in list(node.find_all(exp.Select)):
             if sub is not node and id(sub) not in self.walked and _block_of(sub) is node:
@@ -328,12 +339,8 @@ class _Walk:
     def outputs(self, node: exp.Select, scope: _Scope) -> list[tuple[str, list[Origin] | None]]:
         opaque = node.args.get("limit") or node.args.get("offset") or node.find(exp.Window) \
             or node.args.get("sample")
-        grouped = node.args.get("group")
-        rolled = grouped is not None and any(grouped.args.get(k) for k in (
-            "rollup", "cube", "grouping_sets", "totals"))     # grouping columns turn null
-        keys = {(c.table, c.name.lower()) for c in grouped.expressions
-                if isinstance(c, exp.Column)} if grouped and not rolled else set()
-        aggregated = grouped is not None or _scalar_aggregate(node)
+        keys = _grouping_keys(node)
+        aggregated = node.args.get("group") is not None or _scalar_aggregate(node)
         out = []
         for e in node.expressions:
             inner = e.this if isinstance(e, exp.Alias) else e
@@ -343,6 +350,20 @@ class _Walk:
                 origins = self.origins(inner, [scope])
             out.append((e.alias_or_name.lower(), origins))
         return out
+
+
+def _grouping_keys(node: exp.Select) -> set[tuple[str, str]]:
+    """The (source, column) pairs a block groups by as plain columns; none under ROLLUP, CUBE
+    or grouping sets, where grouping columns turn null. GROUP BY ALL groups by every select
+    expression without an aggregate."""
+    grouped = node.args.get("group")
+    if grouped is None or any(grouped.args.get(k) for k in (
+            "rollup", "cube", "grouping_sets", "totals")):
+        return set()
+    keys = grouped.expressions
+    if grouped.args.get("all"):
+        keys = [e.unalias() for e in node.expressions if not e.find(exp.AggFunc)]
+    return {(c.table, c.name.lower()) for c in keys if isinstance(c, exp.Column)}
 
 
 def _scalar_aggregate(node: exp.Select) -> bool:

@@ -187,7 +187,10 @@ def test_semi_joins_and_subqueries_pass_both_ways(chain):
                   "s.b >= 3000)",
                   "SELECT * FROM r LEFT SEMI JOIN s ON r.a = s.a AND s.b >= 3000",
                   "SELECT r.* FROM r JOIN (SELECT a, count(*) AS n FROM s WHERE b >= 3000 "
-                  "GROUP BY a) g ON g.a = r.a"):
+                  "GROUP BY a) g ON g.a = r.a",
+                  # HAVING on grouping columns filters as WHERE; GROUP BY ALL groups by a
+                  "SELECT r.* FROM r JOIN (SELECT a, count(*) AS n FROM s GROUP BY ALL "
+                  "HAVING a >= 300 AND count(*) > 0) g ON g.a = r.a"):
         tables = prune_query(query, chain).as_json()["tables"]
         assert tables["r"]["kept"] == ["p3.parquet"], query
 
