@@ -35,6 +35,7 @@ class TablePruning:
     sizes: np.ndarray
     exists: np.ndarray                 # false: in the statistics' version, gone from the table
     listed: bool = False               # a plain directory: its files are those a listing finds
+    snapshot: tuple[str, str | None] = ("parquet", None)     # the version's format, snapshot
     after_local: int = 0
     dips: list[dict] = field(default_factory=list)
     kept_mask: np.ndarray | None = None
@@ -100,7 +101,9 @@ class JoinTable:
         self.exists = np.concatenate([exists, np.ones(extra, bool)])
         self.partial = bool(self.always.any())
         self.report = TablePruning(uri, published + missing + new,
-                                   np.array(sizes, np.int64), self.exists, listed=bool(now))
+                                   np.array(sizes, np.int64), self.exists, listed=bool(now),
+                                   snapshot=(stats.manifest.get("format", "parquet"),
+                                             stats.manifest.get("snapshot")))
 
     def local(self, predicates: list[exp.Expression]) -> np.ndarray:
         """The partitions the scan's local predicates keep (files without statistics too):

@@ -3,14 +3,20 @@
 The predicate, order and limit are applied by Spark as well, so results equal those of the same
 query over every file; `df.inputFiles()` lists the files kept. Local tables, and S3 tables when
 Spark has the S3A filesystem, are read by Spark itself. Without S3A (a bare local PySpark), S3
-files are read through Arrow and handed to Spark: same rows, no input files to list.
+files are read through Arrow and handed to Spark: same rows, no input files to list. So are
+a table format's files, with the rows its reader defines (deletes applied).
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from core import types as ty
+from formats import Selection, open_snapshot
+from formats.rows import open_rows
 from metastore.layout import Layout
+from metastore.reader import TableStatistics
 from metastore.store import DataFile, Store
 from pruning import PruneResult, parse_order
 from pruning import prune as prune_files
@@ -25,7 +31,9 @@ def prune(table_uri: str, where: str | None = None, limit: int | None = None,
 def read(spark, table_uri: str, where: str | None = None, order_by: str | None = None,
          limit: int | None = None, *, stats_root: str | None = None):
     result = prune(table_uri, where, limit, order_by, stats_root=stats_root)
-    df = files_frame(spark, table_uri, result.kept)
+    manifest = TableStatistics(Layout.of_table(table_uri, stats_root).uri).manifest
+    df = files_frame(spark, table_uri, result.kept,
+                     snapshot=(manifest.get("format", "parquet"), manifest.get("snapshot")))
     if where:
         df = df.where(where)
     if order_by:
@@ -35,12 +43,19 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
     return df
 
 
-def files_frame(spark, table_uri: str, kept: list[str], every: bool = False):
+def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
+                snapshot: tuple[str, str | None] = ("parquet", None)):
     """A DataFrame over some of a table's data files (paths relative to the table); `every`
-    when they are all of them: the table's directory is read instead."""
+    when they are all of them: the table's directory is read instead. The files of a table
+    format's snapshot (format, id) hold the rows its reader defines: they are read through
+    Arrow with their deletes applied (formats.rows), their partition values added."""
     table = Store(table_uri)
+    if snapshot[0] != "parquet":
+        found = open_snapshot(table.uri, Selection(*snapshot))
+        files = {f.rel_path: f for f in found.files}
+        return _through_arrow(spark, table, [files[rel] for rel in kept], found.columns)
     if table.is_s3 and not _has_s3a(spark):
-        return _through_arrow(spark, table, kept)
+        return _through_arrow(spark, table, [DataFile(rel, 0, "") for rel in kept])
     uri = table.uri.replace("s3://", "s3a://", 1)
     if every:
         return spark.read.parquet(uri)
@@ -71,16 +86,30 @@ def _has_s3a(spark) -> bool:
         return False
 
 
-def _through_arrow(spark, table: Store, kept: list[str]):
+def _through_arrow(spark, table: Store, kept: list[DataFile],
+                   columns: tuple[str, ...] | None = None):
+    """`columns`: the table's, when its files may hold more (formats.Snapshot.columns)."""
     parts = []
-    for rel in kept:            # Hive directory values become (string) columns, as in Spark
-        part = pq.read_table(table.path(rel), filesystem=table.fs)
-        for name, value in DataFile(rel, 0, "").partition_values.items():
-            part = part.append_column(name, pa.repeat(pa.scalar(value), part.num_rows))
-        parts.append(part)
+    for file in kept:
+        parquet, deleted = open_rows(table, file.rel_path, file.reading)
+        part = parquet.read()
+        if deleted is not None and len(deleted):
+            keep = np.ones(part.num_rows, bool)
+            keep[deleted[deleted < part.num_rows]] = False
+            part = part.filter(keep)
+        # partition values the file does not hold become (string) columns, as in Spark
+        for name, value in file.partition_values.items():
+            if name not in part.column_names:
+                part = part.append_column(name, pa.repeat(pa.scalar(value, pa.string()),
+                                                          part.num_rows))
+        parts.append(part if columns is None else
+                     part.select([c for c in columns if c in part.column_names]))
     if not parts:
         return _empty(spark, table)
-    return spark.createDataFrame(pa.concat_tables(parts, promote_options="permissive"))
+    rows = pa.concat_tables(parts, promote_options="permissive")
+    # types Spark cannot take from Arrow (views, dictionaries, float16) made plain
+    return spark.createDataFrame(rows.cast(pa.schema(
+        [f.with_type(ty.value_type(f.type)) for f in rows.schema])))
 
 
 def _empty(spark, table: Store):

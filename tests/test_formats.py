@@ -297,3 +297,29 @@ def test_iceberg_equality_deletes_are_flagged_and_never_certain(invoker, setting
     assert prune(stats_root, None, 5, "x ASC").kept == [deleted, later]
     assert prune(stats_root, None, 5).kept == [later]
     assert prune(stats_root, "x >= 1000", 5).kept == [later]
+
+
+def test_spark_reads_the_rows_the_format_defines(iceberg, delta, spark, invoker, settings,
+                                                 tmp_path):
+    """spark_bridge.read and .sql over a format table: the snapshot's rows, its deletes applied
+    (Iceberg position deletes, Delta deletion vectors), Delta's partition values added."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    import spark_bridge
+    table, _ = iceberg
+    expected = {table.location().removeprefix("file://"): table.scan().to_arrow()}
+    for root in [delta, *unzipped(sorted(DELTA_SAMPLES.glob("*.zip")), tmp_path,
+                                  "_delta_log/00000000000000000000.json")]:
+        expected[str(root)] = pa.table(QueryBuilder().register("t", DeltaTable(root))
+                                       .execute("SELECT * FROM t").read_all())
+    for root, rows in expected.items():
+        compute_snapshot(root, invoker, settings)
+        column = next(f.name for f in rows.schema
+                      if pa.types.is_integer(f.type) or pa.types.is_string(f.type))
+        df = spark_bridge.read(spark, root)
+        assert set(df.columns) == set(rows.column_names), root
+        assert sorted((r[0] for r in df.select(column).collect()), key=repr) == \
+            sorted(rows[column].to_pylist(), key=repr), root
+        counted = spark_bridge.sql(spark, f"SELECT count(*) FROM t WHERE {column} IS NOT NULL",
+                                   {"t": root}).collect()[0][0]
+        assert counted == rows.num_rows - rows[column].null_count, root
