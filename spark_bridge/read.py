@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core import types as ty
-from formats import Selection, open_snapshot
+from formats import FormatError, Selection, open_snapshot
 from formats.rows import open_rows
 from metastore.layout import Layout
 from metastore.reader import TableStatistics
@@ -52,6 +52,10 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
     table = Store(table_uri)
     if snapshot[0] != "parquet":
         found = open_snapshot(table.uri, Selection(*snapshot))
+        for rel in sorted(set(kept) & set(found.inexact)):
+            raise FormatError(f"{table.uri}: {rel}: {found.inexact[rel]}: its rows cannot be "
+                              "read exactly here (read the table with the format's Spark "
+                              "connector)")
         files = {f.rel_path: f for f in found.files}
         return _through_arrow(spark, table, [files[rel] for rel in kept], found.columns)
     if table.is_s3 and not _has_s3a(spark):

@@ -268,7 +268,8 @@ def test_formats_are_detected_and_misuse_is_a_clear_error(delta, tmp_path):
     assert pc is not None
 
 
-def test_iceberg_equality_deletes_are_flagged_and_never_certain(invoker, settings, tmp_path):
+def test_iceberg_equality_deletes_are_flagged_and_never_certain(invoker, settings, tmp_path,
+                                                                spark):
     """Equality deletes are not applied: the file is listed as inexact, its partition says
     bounds_exact false, and LIMIT and top-k pruning take none of its rows for certain (all
     of them may be deleted)."""
@@ -297,6 +298,11 @@ def test_iceberg_equality_deletes_are_flagged_and_never_certain(invoker, setting
     assert prune(stats_root, None, 5, "x ASC").kept == [deleted, later]
     assert prune(stats_root, None, 5).kept == [later]
     assert prune(stats_root, "x >= 1000", 5).kept == [later]
+    # Spark reads the exact file, and refuses to read the flagged one as if nothing were deleted
+    import spark_bridge
+    assert spark_bridge.read(spark, root, where="x >= 1000").count() == 10
+    with pytest.raises(FormatError, match=f"{deleted}: .*cannot be read exactly"):
+        spark_bridge.read(spark, root)
 
 
 def test_spark_reads_the_rows_the_format_defines(iceberg, delta, spark, invoker, settings,
