@@ -1,9 +1,10 @@
 """Property: join pruning changes no query's answer and never skips a file holding a row that
 joins. Random star and chain schemas, laid out at random (sorted on some column or shuffled,
 cut into a random number of files), with nulls and keys missing from the other side; random
-queries (hypothesis) of inner, outer, semi and anti joins and local predicates. Spark over the
-kept files is held to Spark over every file; DuckDB, reading every file with its name, says
-which files hold a row of the result."""
+queries (hypothesis) of inner, outer, semi and anti joins, parenthesized joins, derived tables
+(GROUP BY with HAVING, UNION ALL) and local predicates. Spark over the kept files is held to
+Spark over every file; DuckDB, reading every file with its name, says which files hold a row
+of the result."""
 from __future__ import annotations
 
 import math
@@ -89,6 +90,13 @@ def _value_predicate(column: str, kind: str):
 
 DIMS = {"dim1": ("d1", "a", "int"), "dim2": ("d2", "b", "int"), "dim3": ("d3", "c", "int")}
 FORMS = ["JOIN", "LEFT JOIN", "RIGHT JOIN", "IN", "EXISTS", "NOT EXISTS", "NOT IN"]
+# a dimension joined directly, or through a derived table: grouped (the local predicate in
+# HAVING on a grouping column, or on an aggregate: no pruning) or a UNION ALL of two branches
+DERIVED = ["{dim}",
+           "(SELECT k, {value} FROM {dim} GROUP BY k, {value} HAVING {local})",
+           "(SELECT k, max({value}) AS {value} FROM {dim} GROUP BY k HAVING {local})",
+           "(SELECT k, {value} FROM {dim} WHERE {local} UNION ALL "
+           "SELECT k, {value} FROM {dim} WHERE {other})"]
 
 
 @st.composite
@@ -102,9 +110,12 @@ def star_queries(draw) -> tuple[str, bool]:
         key, value, kind = DIMS[dim]
         form = draw(st.sampled_from(FORMS))
         local = draw(_value_predicate(f"x{i}.{value}", kind))
-        subqueries |= not form.endswith("JOIN")
+        derived = draw(st.sampled_from(DERIVED))
+        subqueries |= not form.endswith("JOIN") or derived != "{dim}"
         if form.endswith("JOIN"):
-            joins.append(f"{form} {dim} x{i} ON f.{key} = x{i}.k AND {local}")
+            source = derived.format(dim=dim, value=value, local=local.replace(f"x{i}.", ""),
+                                    other=draw(_value_predicate(value, kind)))
+            joins.append(f"{form} {source} x{i} ON f.{key} = x{i}.k AND {local}")
         elif form in ("IN", "NOT IN"):
             where.append(f"f.{key} {form} (SELECT x{i}.k FROM {dim} x{i} WHERE {local})")
         else:
@@ -123,11 +134,19 @@ CHAIN = [("c1", "k1", "x"), ("c2", "k2", "y"), ("c3", "k3", "z"), ("c4", None, "
 @st.composite
 def chain_queries(draw) -> tuple[str, bool]:
     length = draw(st.integers(2, 4))
+    forms = st.sampled_from(["JOIN", "JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"])
     query = "SELECT * FROM c1 t0"
-    for i in range(1, length):
-        form = draw(st.sampled_from(["JOIN", "JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"]))
-        key = CHAIN[i - 1][1]
+    i = 1
+    while i < length:
+        form, key = draw(forms), CHAIN[i - 1][1]
+        if i + 1 < length and draw(st.booleans()):    # a parenthesized join of the next two
+            inner, next_key = draw(forms), CHAIN[i][1]
+            query += (f" {form} ({CHAIN[i][0]} t{i} {inner} {CHAIN[i + 1][0]} t{i + 1} ON "
+                      f"t{i}.{next_key} = t{i + 1}.{next_key}) ON t{i - 1}.{key} = t{i}.{key}")
+            i += 2
+            continue
         query += f" {form} {CHAIN[i][0]} t{i} ON t{i - 1}.{key} = t{i}.{key}"
+        i += 1
     where = [draw(_value_predicate(f"t{i}.{CHAIN[i][2]}", "int"))
              for i in draw(st.lists(st.integers(0, length - 1), max_size=2, unique=True))]
     if where:
