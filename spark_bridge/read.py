@@ -57,7 +57,8 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
                               "read exactly here (read the table with the format's Spark "
                               "connector)")
         files = {f.rel_path: f for f in found.files}
-        return _through_arrow(spark, table, [files[rel] for rel in kept], found.columns)
+        return _through_arrow(spark, table, [files[rel] for rel in kept], found.columns,
+                              next(iter(found.files), None))
     if table.is_s3 and not _has_s3a(spark):
         return _through_arrow(spark, table, [DataFile(rel, 0, "") for rel in kept])
     uri = table.uri.replace("s3://", "s3a://", 1)
@@ -91,8 +92,9 @@ def _has_s3a(spark) -> bool:
 
 
 def _through_arrow(spark, table: Store, kept: list[DataFile],
-                   columns: tuple[str, ...] | None = None):
-    """`columns`: the table's, when its files may hold more (formats.Snapshot.columns)."""
+                   columns: tuple[str, ...] | None = None, first: DataFile | None = None):
+    """`columns`: the table's, when its files may hold more (formats.Snapshot.columns);
+    `first`: the file whose columns an empty frame takes (else the first one listed)."""
     parts = []
     for file in kept:
         parquet, deleted = open_rows(table, file.rel_path, file.reading)
@@ -101,25 +103,34 @@ def _through_arrow(spark, table: Store, kept: list[DataFile],
             keep = np.ones(part.num_rows, bool)
             keep[deleted[deleted < part.num_rows]] = False
             part = part.filter(keep)
-        # partition values the file does not hold become (string) columns, as in Spark
-        for name, value in file.partition_values.items():
-            if name not in part.column_names:
-                part = part.append_column(name, pa.repeat(pa.scalar(value, pa.string()),
-                                                          part.num_rows))
-        parts.append(part if columns is None else
-                     part.select([c for c in columns if c in part.column_names]))
+        parts.append(_as_table(part, file, columns))
     if not parts:
-        return _empty(spark, table)
-    rows = pa.concat_tables(parts, promote_options="permissive")
-    # types Spark cannot take from Arrow (views, dictionaries, float16) made plain
+        return _empty(spark, table, columns, first)
+    return _frame(spark, pa.concat_tables(parts, promote_options="permissive"))
+
+
+def _frame(spark, rows: pa.Table):
+    """A DataFrame of Arrow rows; types Spark cannot take (views, dictionaries, float16)
+    made plain."""
     return spark.createDataFrame(rows.cast(pa.schema(
         [f.with_type(ty.value_type(f.type)) for f in rows.schema])))
 
 
-def _empty(spark, table: Store):
+def _as_table(rows: pa.Table, file: DataFile, columns: tuple[str, ...] | None) -> pa.Table:
+    """A file's rows with the partition values it does not hold as (string) columns, as in
+    Spark, and only the table's columns."""
+    for name, value in file.partition_values.items():
+        if name not in rows.column_names:
+            rows = rows.append_column(name, pa.repeat(pa.scalar(value, pa.string()),
+                                                      rows.num_rows))
+    return rows if columns is None else rows.select([c for c in columns if c in rows.column_names])
+
+
+def _empty(spark, table: Store, columns: tuple[str, ...] | None = None,
+           first: DataFile | None = None):
     """No file can match: an empty DataFrame with the table's columns."""
-    first = next(iter(table.list_files()), None)
+    first = first or next(iter(table.list_files()), None)
     if first is None:
         return spark.createDataFrame([], "value string")
     schema = pq.read_schema(table.fs.open_input_file(table.path(first.rel_path)))
-    return spark.createDataFrame(schema.empty_table())
+    return _frame(spark, _as_table(schema.empty_table(), first, columns))

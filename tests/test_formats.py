@@ -329,3 +329,9 @@ def test_spark_reads_the_rows_the_format_defines(iceberg, delta, spark, invoker,
         counted = spark_bridge.sql(spark, f"SELECT count(*) FROM t WHERE {column} IS NOT NULL",
                                    {"t": root}).collect()[0][0]
         assert counted == rows.num_rows - rows[column].null_count, root
+        # a filter no file can match: an empty frame, with the table's columns
+        high = pc.max(rows[column]).as_py()
+        beyond = f"{column} > {high!r}" if isinstance(high, int) else f"{column} > '{high}'"
+        assert spark_bridge.prune(root, where=beyond).kept == []
+        none = spark_bridge.read(spark, root, where=beyond)
+        assert set(none.columns) == set(rows.column_names) and none.count() == 0, root
