@@ -62,8 +62,11 @@ class JoinColumn:
     distinct: np.ndarray
 
     @functools.cache
-    def keys(self, as_objects: bool) -> tuple[np.ndarray, np.ndarray]:
-        return _numpy(self.lows, as_objects), _numpy(self.highs, as_objects)
+    def keys(self, how: str) -> tuple[np.ndarray, np.ndarray]:
+        """Its ranges' bounds as numpy arrays, compared `how` (see comparable)."""
+        if how == ROUNDED:
+            return _rounded(self.lows, -np.inf), _rounded(self.highs, np.inf)
+        return _numpy(self.lows, how == EXACT), _numpy(self.highs, how == EXACT)
 
 
 class JoinTable:
@@ -216,16 +219,32 @@ def _numpy(values: pa.Array, as_objects: bool) -> np.ndarray:
     return values.to_numpy(zero_copy_only=False)
 
 
-def comparable(a: pa.DataType, b: pa.DataType) -> bool | None:
-    """How two join columns' values compare: natively (False), as Python objects (True: an
-    integer against a decimal, exactly), or not at all (None: no diP between them)."""
+# how two join columns' values compare (comparable)
+NATIVE, EXACT, ROUNDED = "native", "exact", "rounded"
+
+
+def comparable(a: pa.DataType, b: pa.DataType) -> str | None:
+    """How two join columns' values compare: NATIVE (numpy, the same kind), EXACT (Python
+    objects: an integer against a decimal), ROUNDED (a float against an integer or a decimal,
+    which Spark casts to a float: bounds rounded, see _rounded), or None: no diP between them."""
     ka, kb = ty.kind_of(a), ty.kind_of(b)
     numbers = (ty.INTEGER, ty.FLOAT, ty.DECIMAL)
     if ka in numbers and kb in numbers:
-        return not (ka == kb and ka in (ty.INTEGER, ty.FLOAT))
+        if ka == kb and ka in (ty.INTEGER, ty.FLOAT):
+            return NATIVE
+        return ROUNDED if ty.FLOAT in (ka, kb) else EXACT
     if ka == kb == ty.STRING:
-        return False
+        return NATIVE
     if ka == kb == ty.TEMPORAL and type(a) is type(b):   # dates with dates, zoned with zoned
-        return False if (getattr(a, "tz", None) is None) == (getattr(b, "tz", None) is None) \
+        return NATIVE if (getattr(a, "tz", None) is None) == (getattr(b, "tz", None) is None) \
             else None
     return None
+
+
+def _rounded(bounds: pa.Array, outward: float) -> np.ndarray:
+    """Bounds as float32, one step further `outward`. Spark casts the integer or decimal
+    side to float or double (directly or through double); every such rounding is monotone
+    and within a float32 step of this one, so a value that Spark finds equal stays covered."""
+    exact = np.array(bounds.to_pylist(), dtype=np.float64)    # float(x): correctly rounded
+    with np.errstate(over="ignore"):                           # beyond float32: infinite
+        return np.nextafter(exact.astype(np.float32), np.float32(outward))

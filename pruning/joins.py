@@ -176,13 +176,13 @@ class _Schedule:
             pruned |= self.apply(dip, target, kind, sources)
         return pruned
 
-    def _comparison(self, source: Origin, target: Origin) -> bool | None:
+    def _comparison(self, source: Origin, target: Origin) -> str | None:
         """How the two join columns compare (join_tables.comparable); None: no diP."""
         col = self.tables[self.graph.scans[source.scan].table].column(source.column)
         other = self.tables[self.graph.scans[target.scan].table].column(target.column)
         return None if col is None or other is None else comparable(col.type, other.type)
 
-    def dip(self, source: Origin, as_objects: bool, kind: str) -> _Dip | None:
+    def dip(self, source: Origin, how: str, kind: str) -> _Dip | None:
         table = self.tables[self.graph.scans[source.scan].table]
         col = table.column(source.column)
         if table.partial:
@@ -190,7 +190,7 @@ class _Schedule:
         kept = self.masks[source.scan][:len(table.parts)]
         if kind == NOT_IN and col.nulls[kept].any():
             return None        # a null on the left of NOT IN: an emptied right side answers
-        lows, highs = col.keys(as_objects)
+        lows, highs = col.keys(how)
         chosen = kept[col.owners]
         ranges = range_sets.compact(range_sets.union(
             [RangeSet(lows[chosen], highs[chosen])]), MAX_DIP_RANGES)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -254,6 +255,30 @@ def test_tables_on_s3(spark, chain, run, s3_endpoint):
     assert pruned["s"]["kept"] == ["p2.parquet"] and pruned["s"]["files_after_local"] == 4
     rows = spark_bridge.sql(spark, query, tables).collect()
     assert sorted(rows) == [(a, 2, b) for a, b in zip(range(200, 250), range(2000, 2050))]
+
+
+def test_a_float_key_meets_integers_and_decimals_as_spark_rounds_them(spark, tmp_path, run):
+    """Spark casts a bigint or decimal compared with a float: 2**53 + 1 equals the double
+    2**53, so the file holding it is read; a file far from every float is skipped."""
+    import spark_bridge
+    big = 2 ** 53
+    write(tmp_path / "ints" / "near.parquet", pa.table({
+        "k": pa.array([big + 1], pa.int64()),
+        "dec": pa.array([Decimal("0.1000000000000000001")], pa.decimal128(38, 19))}))
+    write(tmp_path / "ints" / "far.parquet", pa.table({
+        "k": pa.array([5], pa.int64()), "dec": pa.array([Decimal(5)], pa.decimal128(38, 19))}))
+    write(tmp_path / "floats" / "p0.parquet", pa.table({
+        "d": pa.array([float(big)]), "e": pa.array([0.1]), "x": [1]}))
+    write(tmp_path / "floats" / "p1.parquet", pa.table({
+        "d": pa.array([1e300]), "e": pa.array([1e300]), "x": [2]}))
+    tables = {n: str(tmp_path / n) for n in ("ints", "floats")}
+    for root in tables.values():
+        run(root)
+    for key in ("i.k = f.d", "i.dec = f.e"):
+        query = f"SELECT i.k, f.x FROM ints i JOIN floats f ON {key} WHERE f.x = 1"
+        assert prune_query(query, tables).reads[0] == ["near.parquet"], key
+        assert [tuple(r) for r in spark_bridge.sql(spark, query, tables).collect()] == \
+            [(big + 1, 1)], key
 
 
 def test_a_join_condition_in_every_branch_of_an_or_is_a_join(chain):
