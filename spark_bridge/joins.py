@@ -56,6 +56,8 @@ def sql(spark, query: str, tables: dict[str, str], *,
 def _catalog_tables(spark, query: str, tables: dict[str, str]) -> dict[str, list[str]]:
     """The tables and views of Spark's catalog that the query reads beyond `tables`, with
     their columns (a name Spark does not know either is left to prune_query's error)."""
+    if spark is None:                       # explain_pruning without a session
+        return {}
     try:
         names = unnamed(parse(query), list(tables))
     except PredicateError:
