@@ -19,6 +19,7 @@ from metastore import files
 from metastore.reader import TableStatistics
 from metastore.store import Store
 from pruning.batch import evaluate_all
+from pruning.join_conditions import conjuncts
 from pruning.predicate import StatsView
 from pruning.views import bounds, candidates
 
@@ -124,25 +125,27 @@ class JoinTable:
 
     def _by_ranges(self, node: exp.Expression, column: str, asked: np.ndarray) -> np.ndarray:
         """May the predicate be true in some range of the column's range-set? Each range of
-        the `asked` partitions is evaluated as a partition of its own (the other columns as
-        the partition has them): a row that satisfies it lies in one of them. Past
-        RANGE_VIEWS_MAX ranges (a column the layout does not cluster) the range-sets are left
-        unused: a bound on planning time."""
+        the `asked` partitions is evaluated as a partition of its own: a row that satisfies
+        it lies in one of them. The conjuncts on the column alone decide: the others do not
+        change from range to range, and the partition as a whole may satisfy them (leaving
+        out one that names other columns too only keeps more). Past RANGE_VIEWS_MAX ranges
+        (a column the layout does not cluster) the range-sets are left unused: a bound on
+        planning time."""
         col = self.column(column)
         out = np.ones(len(asked), bool)
-        if col is None or ty.kind_of(col.type) not in ty.BINNED_KINDS:
+        alone = [c for c in conjuncts(node) if {x.name for x in c.find_all(exp.Column)} ==
+                 {column}]
+        if not alone or col is None or ty.kind_of(col.type) not in ty.BINNED_KINDS:
             return out
         ranges = np.flatnonzero(asked[col.owners])
         if len(ranges) > RANGE_VIEWS_MAX:
             return out
         owners = col.owners[ranges]
         lows, highs = bounds(col.lows.take(pa.array(ranges)), col.highs.take(pa.array(ranges)))
-        views = []
-        for i, low, high in zip(owners.tolist(), lows, highs):
-            view = self.parts[i].view
-            views.append(StatsView({**view.stats, column: {**view.stats[column], "low": low,
-                                                          "high": high}},
-                                   view.row_count, view.table_columns))
+        node = exp.and_(*alone)
+        views = [StatsView({column: {**self.parts[i].view.stats[column], "low": low,
+                                     "high": high}}, self.parts[i].view.row_count, {column})
+                 for i, low, high in zip(owners.tolist(), lows, highs)]
         hits = np.array([f.true for f in evaluate_all(node, views, lambda *_: None)], bool)
         ranged = np.zeros(len(asked), bool)
         ranged[owners] = True
