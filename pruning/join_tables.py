@@ -15,6 +15,7 @@ from sqlglot import exp
 from core import range_sets
 from core import schema as statistics_schema
 from core import types as ty
+from formats import Selection, open_snapshot
 from metastore import files
 from metastore.reader import TableStatistics
 from metastore.store import Store
@@ -85,29 +86,31 @@ class JoinTable:
     def _taint(self, uri: str, stats: TableStatistics) -> None:
         """Files the statistics do not describe as they are now are tainted: always read,
         and their table sends no diP. They are the files --allow-partial left without
-        statistics and, in a plain directory (whose files a listing tells), files new or
-        changed since the version; files gone since are never read."""
+        statistics, and files new or changed since the version: in a plain directory those a
+        listing finds, in a table format those of its current snapshot (a file given deletes
+        since changes its fingerprint). Files gone since are never read."""
         missing = sorted(stats.manifest.get("missing", {}))
         published = [p.path for p in self.parts]
-        sizes = [p.size for p in self.parts] + [_size(uri, m) for m in missing]
-        stale = np.zeros(len(published), bool)
-        exists = np.ones(len(published), bool)
-        new, now = [], {}
-        if stats.manifest.get("format", "parquet") == "parquet":
-            now = {f.rel_path: f for f in Store(uri).list_files()}
-            exists = np.array([p in now for p in published], bool)
-            stale = np.array([p in now and now[p].fingerprint != part.fingerprint
-                              for p, part in zip(published, self.parts)], bool)
-            new = sorted(set(now) - set(published) - set(missing))
-            sizes += [now[p].size for p in new]
+        form = stats.manifest.get("format", "parquet")
+        if form == "parquet":
+            current, snapshot = Store(uri).list_files(), None
+        else:
+            found = open_snapshot(uri, Selection(form))
+            current, snapshot = found.files, found.id
+        now = {f.rel_path: f for f in current}
+        exists = np.array([p in now for p in published], bool)
+        stale = np.array([p in now and now[p].fingerprint != part.fingerprint
+                          for p, part in zip(published, self.parts)], bool)
+        new = sorted(set(now) - set(published) - set(missing))
         extra = len(missing) + len(new)
         self.always = np.concatenate([stale, np.ones(extra, bool)])
         self.exists = np.concatenate([exists, np.ones(extra, bool)])
         self.partial = bool(self.always.any())
+        sizes = [p.size for p in self.parts] + [_size(uri, m) for m in missing] + \
+            [now[p].size for p in new]
         self.report = TablePruning(uri, published + missing + new,
-                                   np.array(sizes, np.int64), self.exists, listed=bool(now),
-                                   snapshot=(stats.manifest.get("format", "parquet"),
-                                             stats.manifest.get("snapshot")))
+                                   np.array(sizes, np.int64), self.exists,
+                                   listed=form == "parquet", snapshot=(form, snapshot))
 
     def local(self, predicates: list[exp.Expression]) -> np.ndarray:
         """The partitions the scan's local predicates keep (files without statistics too):

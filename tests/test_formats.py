@@ -3,6 +3,7 @@ what the format's own reader returns for it (appends, an overwrite, deletes), ti
 answers as of each snapshot, removed files never count, and unchanged files are reused."""
 from __future__ import annotations
 
+import shutil
 import uuid
 import zipfile
 from pathlib import Path
@@ -335,3 +336,14 @@ def test_spark_reads_the_rows_the_format_defines(iceberg, delta, spark, invoker,
         assert spark_bridge.prune(root, where=beyond).kept == []
         none = spark_bridge.read(spark, root, where=beyond)
         assert set(none.columns) == set(rows.column_names) and none.count() == 0, root
+    # the table moves on after its statistics: sql reads its current snapshot, the files
+    # added or rewritten since read whole
+    from deltalake import write_deltalake
+    moved = tmp_path / "moved"
+    shutil.copytree(delta, moved)
+    write_deltalake(moved, batch(4), partition_by=["part"], mode="append")
+    DeltaTable(moved).delete("i32 > 0")
+    now = pa.table(QueryBuilder().register("t", DeltaTable(moved)).execute(
+        "SELECT i32 FROM t").read_all())
+    got = spark_bridge.sql(spark, "SELECT i32 FROM t", {"t": str(moved)}).collect()
+    assert sorted((r[0] for r in got), key=repr) == sorted(now["i32"].to_pylist(), key=repr)
