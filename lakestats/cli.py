@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import sys
+import warnings
 
 from core.settings import Settings, names
 from lakestats import arguments, lookup_process, render
@@ -236,10 +237,14 @@ def cmd_prune_query(args) -> int:
         print(f"lakestats: error: --sql {query!r}: no such file", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = prune_query(query, tables)
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always")
+            result = prune_query(query, tables)
     except PredicateError as e:
         print(f"lakestats: error: {e}".replace("\n", " "), file=sys.stderr)
         return EXIT_USAGE
+    for note in notes:                  # a table without statistics, read whole
+        print(f"lakestats: note: {note.message}", file=sys.stderr)
     if args.json:
         _print_json(result.as_json())
     else:

@@ -15,9 +15,9 @@ from sqlglot import exp
 from core import range_sets
 from core import schema as statistics_schema
 from core import types as ty
-from formats import Selection, open_snapshot
+from formats import Selection, detect, open_snapshot
 from metastore import files
-from metastore.reader import TableStatistics
+from metastore.reader import NotPublished, TableStatistics
 from metastore.store import Store
 from pruning.batch import evaluate_all
 from pruning.join_conditions import conjuncts
@@ -73,25 +73,28 @@ class JoinColumn:
 
 class JoinTable:
     """A table the query names: its partitions from one read of the partition index (the
-    columns its scans' predicates and joins name), and the files a listing finds."""
+    columns its scans' predicates and joins name), and the files a listing finds. A table
+    without statistics (`stats` None) has no partitions: every file is read, none sent."""
 
-    def __init__(self, name: str, uri: str, stats: TableStatistics, wanted: set[str]):
-        self.name, self.schema = name, stats.schema()
-        columns = sorted(c for c in wanted if c in self.schema.names)
-        self.index = stats.partition_index(columns)
-        self.parts, self.member_all = candidates(stats, set(wanted), self.index)
-        self._taint(uri, stats)
+    def __init__(self, name: str, uri: str, stats: TableStatistics | None, wanted: set[str]):
+        self.name, self.schema = name, table_schema(uri, stats)
+        self.index, self.parts, self.member_all = None, [], lambda *_: None
+        if stats is not None:
+            columns = sorted(c for c in wanted if c in self.schema.names)
+            self.index = stats.partition_index(columns)
+            self.parts, self.member_all = candidates(stats, set(wanted), self.index)
+        self._taint(uri, stats.manifest if stats else {"format": detect(Store(uri))})
         self.columns: dict[str, JoinColumn | None] = {}
 
-    def _taint(self, uri: str, stats: TableStatistics) -> None:
+    def _taint(self, uri: str, manifest: dict) -> None:
         """Files the statistics do not describe as they are now are tainted: always read,
         and their table sends no diP. They are the files --allow-partial left without
         statistics, and files new or changed since the version: in a plain directory those a
         listing finds, in a table format those of its current snapshot (a file given deletes
         since changes its fingerprint). Files gone since are never read."""
-        missing = sorted(stats.manifest.get("missing", {}))
+        missing = sorted(manifest.get("missing", {}))
         published = [p.path for p in self.parts]
-        form = stats.manifest.get("format", "parquet")
+        form = manifest.get("format", "parquet")
         if form == "parquet":
             current, snapshot = Store(uri).list_files(), None
         else:
@@ -163,7 +166,7 @@ class JoinTable:
 
     def _column(self, name: str) -> JoinColumn | None:
         arrow_type = self.schema.field(name).type
-        if ty.kind_of(arrow_type) in (ty.OTHER, ty.BINARY, ty.BOOLEAN):
+        if self.index is None or ty.kind_of(arrow_type) in (ty.OTHER, ty.BINARY, ty.BOOLEAN):
             return None
         struct = self.index[statistics_schema.index_column_name(
             self.schema.get_field_index(name))].combine_chunks()
@@ -209,6 +212,19 @@ class JoinTable:
         for part in unlisted:
             found.update(files.read_frequencies(part.directory, [column])["value"].to_pylist())
         return sorted(found)
+
+
+def table_schema(uri: str, stats: TableStatistics | None) -> pa.Schema:
+    """The statistics' schema; without statistics, that of the table's first data file."""
+    if stats is not None:
+        return stats.schema()
+    table = Store(uri)
+    form = detect(table)
+    first = next(iter(table.list_files() if form == "parquet" else
+                      open_snapshot(uri, Selection(form)).files), None)
+    if first is None:
+        raise NotPublished(f"{uri}: no data files and no statistics")
+    return table.open_parquet(first.rel_path).schema_arrow
 
 
 def _size(table_uri: str, rel_path: str) -> int:

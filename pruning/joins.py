@@ -16,6 +16,7 @@ Files the statistics do not describe are always read, and their table sends no d
 from __future__ import annotations
 
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass
 
@@ -26,10 +27,10 @@ from core import range_sets
 from core import types as ty
 from core.range_sets import RangeSet
 from metastore.layout import Layout
-from metastore.reader import TableStatistics
+from metastore.reader import NotPublished, TableStatistics
 from pruning.join_extract import extract, parse, tables_named
 from pruning.join_graph import NOT_IN, JoinGraph, Origin
-from pruning.join_tables import JoinTable, TablePruning, comparable
+from pruning.join_tables import JoinTable, TablePruning, comparable, table_schema
 
 MAX_ROUNDS = 8                  # rounds over a cyclic graph's edges
 MAX_DIP_RANGES = 65_536         # a diP's ranges, compacted beyond (a superset: still sound)
@@ -56,9 +57,10 @@ def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | 
     read as they are, they prune nothing."""
     started = time.perf_counter()
     tree = parse(sql)
-    stats = {name: TableStatistics(Layout.of_table(tables[name], (stats_roots or {}).get(name)).uri)
+    stats = {name: _published(tables[name], (stats_roots or {}).get(name))
              for name in tables_named(tree, list(tables), others or {})}
-    graph = extract(tree, {name: s.schema().names for name, s in stats.items()}, others)
+    graph = extract(tree, {name: table_schema(tables[name], s).names
+                           for name, s in stats.items()}, others)
     wanted: dict[str, set[str]] = {name: set() for name in stats}
     for scan in graph.scans:
         wanted[scan.table] |= {c.name for p in scan.predicates for c in p.find_all(exp.Column)}
@@ -82,6 +84,16 @@ def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | 
         {n: t.report for n, t in sources.items()}, graph, schedule,
         {ref: [p for p, k in zip(sources[_table_of(graph, ref)].report.paths, mask) if k]
          for ref, mask in reads.items()}, planning_ms)
+
+
+def _published(uri: str, stats_root: str | None) -> TableStatistics | None:
+    """The table's published statistics; None when it has none yet (it is then read whole,
+    with a warning naming it)."""
+    try:
+        return TableStatistics(Layout.of_table(uri, stats_root).uri)
+    except NotPublished as e:
+        warnings.warn(f"{e}: every file of {uri} is read", stacklevel=3)
+        return None
 
 
 def _table_of(graph: JoinGraph, reference: int) -> str:

@@ -281,6 +281,26 @@ def test_a_float_key_meets_integers_and_decimals_as_spark_rounds_them(spark, tmp
             [(big + 1, 1)], key
 
 
+def test_a_table_without_statistics_is_read_whole(spark, chain, tmp_path):
+    import shutil
+
+    import spark_bridge
+    shutil.copytree(chain["r"], tmp_path / "r", ignore=shutil.ignore_patterns("_lakestats"))
+    tables = {"r": str(tmp_path / "r"), "s": chain["s"]}
+    query = "SELECT r.a, s.b FROM r JOIN s ON r.a = s.a WHERE s.b < 1000 AND r.x = 0"
+    with pytest.warns(UserWarning, match="no statistics published yet.*every file"):
+        pruned = prune_query(query, tables).as_json()["tables"]
+    assert pruned["r"]["files_after_dips"] == 4 and pruned["s"]["kept"] == ["p0.parquet"]
+    with pytest.warns(UserWarning, match="every file"):
+        rows = spark_bridge.sql(spark, query, tables).collect()
+    assert sorted(rows) == [(a, a) for a in range(50)]
+    done = subprocess.run([sys.executable, "-m", "lakestats.cli", "prune-query", "--sql", query,
+                           "--table", f"r={tables['r']}", "--table", f"s={tables['s']}",
+                           "--json"], capture_output=True, text=True)
+    assert done.returncode == 0 and "note:" in done.stderr and "every file" in done.stderr
+    assert json.loads(done.stdout)["tables"]["r"]["kept"] == [f"p{i}.parquet" for i in range(4)]
+
+
 def test_a_join_condition_in_every_branch_of_an_or_is_a_join(chain):
     # TPC-H q19's shape: the join repeated in each branch, each table's conditions per branch
     tables = prune_query("SELECT * FROM r, s WHERE (r.a = s.a AND r.x = 1 AND s.b > 0) OR "
