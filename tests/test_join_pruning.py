@@ -4,15 +4,18 @@ rules), each on tables computed by lakestats, and the command's contract."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from decimal import Decimal
 from pathlib import Path
 
+import boto3
 import numpy as np
 import pyarrow as pa
 import pytest
 
+import spark_bridge
 from metastore.reader import TableStatistics
 from pruning.joins import prune_query
 from tests.tables import write
@@ -208,7 +211,6 @@ def test_a_union_sends_the_or_of_its_branches_and_receives_in_each(chain):
 def test_a_parenthesized_join_is_joined_as_one_side(spark, chain):
     """`r LEFT JOIN (s JOIN t ...)`: s and t join each other both ways and receive from r;
     Spark reads the kept files with the nesting intact."""
-    import spark_bridge
     for query, kept in (
             ("SELECT * FROM r LEFT JOIN (s JOIN t ON s.b = t.b) ON r.a = s.a WHERE r.x = 1",
              {"r": ["p1"], "s": ["p1"], "t": ["p1"]}),
@@ -226,7 +228,6 @@ def test_a_parenthesized_join_is_joined_as_one_side(spark, chain):
 
 def test_a_table_of_sparks_catalog_is_read_as_it_is(spark, chain):
     """A view the query names beside the given tables: Spark reads it, it prunes nothing."""
-    import spark_bridge
     spark.read.parquet(chain["t"]).where("y = 2").createOrReplaceTempView("t_view")
     query = "SELECT * FROM s JOIN t_view v ON s.b = v.b WHERE s.a < 300"
     try:
@@ -239,9 +240,6 @@ def test_a_table_of_sparks_catalog_is_read_as_it_is(spark, chain):
 
 
 def test_tables_on_s3(spark, chain, run, s3_endpoint):
-    import boto3
-
-    import spark_bridge
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="joins")
     tables = {}
@@ -260,7 +258,6 @@ def test_tables_on_s3(spark, chain, run, s3_endpoint):
 def test_a_float_key_meets_integers_and_decimals_as_spark_rounds_them(spark, tmp_path, run):
     """Spark casts a bigint or decimal compared with a float: 2**53 + 1 equals the double
     2**53, so the file holding it is read; a file far from every float is skipped."""
-    import spark_bridge
     big = 2 ** 53
     write(tmp_path / "ints" / "near.parquet", pa.table({
         "k": pa.array([big + 1], pa.int64()),
@@ -282,9 +279,6 @@ def test_a_float_key_meets_integers_and_decimals_as_spark_rounds_them(spark, tmp
 
 
 def test_a_table_without_statistics_is_read_whole(spark, chain, tmp_path):
-    import shutil
-
-    import spark_bridge
     shutil.copytree(chain["r"], tmp_path / "r", ignore=shutil.ignore_patterns("_lakestats"))
     tables = {"r": str(tmp_path / "r"), "s": chain["s"]}
     query = "SELECT r.a, s.b FROM r JOIN s ON r.a = s.a WHERE s.b < 1000 AND r.x = 0"
@@ -361,7 +355,6 @@ def test_prune_query_command(chain, tmp_path):
 def test_files_the_statistics_do_not_describe_are_read(chain, tmp_path):
     """A file landed after the version is tainted: always read, and its table sends no diP;
     a file gone since is not read."""
-    import shutil
     tables = {}
     for name in "rs":
         shutil.copytree(chain[name], tmp_path / name)
