@@ -15,7 +15,7 @@ from sqlglot import exp
 from core import range_sets
 from core import schema as statistics_schema
 from core import types as ty
-from formats import Selection, detect, open_snapshot
+from formats import Selection, Snapshot, detect, open_snapshot
 from metastore import files
 from metastore.reader import NotPublished, TableStatistics
 from metastore.store import Store
@@ -37,7 +37,7 @@ class TablePruning:
     sizes: np.ndarray
     exists: np.ndarray                 # false: in the statistics' version, gone from the table
     listed: bool = False               # a plain directory: its files are those a listing finds
-    snapshot: tuple[str, str | None] = ("parquet", None)     # the version's format, snapshot
+    snapshot: Snapshot | None = None   # a table format's current snapshot, planned against
     after_local: int = 0
     dips: list[dict] = field(default_factory=list)
     kept_mask: np.ndarray | None = None
@@ -95,12 +95,9 @@ class JoinTable:
         missing = sorted(manifest.get("missing", {}))
         published = [p.path for p in self.parts]
         form = manifest.get("format", "parquet")
-        if form == "parquet":
-            current, snapshot = Store(uri).list_files(), None
-        else:
-            found = open_snapshot(uri, Selection(form))
-            current, snapshot = found.files, found.id
-        now = {f.rel_path: f for f in current}
+        snapshot = None if form == "parquet" else open_snapshot(uri, Selection(form))
+        now = {f.rel_path: f for f in (Store(uri).list_files() if snapshot is None else
+                                       snapshot.files)}
         exists = np.array([p in now for p in published], bool)
         stale = np.array([p in now and now[p].fingerprint != part.fingerprint
                           for p, part in zip(published, self.parts)], bool)
@@ -113,7 +110,7 @@ class JoinTable:
             [now[p].size for p in new]
         self.report = TablePruning(uri, published + missing + new,
                                    np.array(sizes, np.int64), self.exists,
-                                   listed=form == "parquet", snapshot=(form, snapshot))
+                                   listed=snapshot is None, snapshot=snapshot)
 
     def local(self, predicates: list[exp.Expression]) -> np.ndarray:
         """The partitions the scan's local predicates keep (files without statistics too):

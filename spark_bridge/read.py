@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core import types as ty
-from formats import FormatError, Selection, open_snapshot
+from formats import FormatError, Selection, Snapshot, open_snapshot
 from formats.rows import open_rows
 from metastore.layout import Layout
 from metastore.reader import TableStatistics
@@ -32,8 +32,9 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
          limit: int | None = None, *, stats_root: str | None = None):
     result = prune(table_uri, where, limit, order_by, stats_root=stats_root)
     manifest = TableStatistics(Layout.of_table(table_uri, stats_root).uri).manifest
-    df = files_frame(spark, table_uri, result.kept,
-                     snapshot=(manifest.get("format", "parquet"), manifest.get("snapshot")))
+    form = manifest.get("format", "parquet")
+    df = files_frame(spark, table_uri, result.kept, snapshot=None if form == "parquet" else
+                     open_snapshot(table_uri, Selection(form, manifest["snapshot"])))
     if where:
         df = df.where(where)
     if order_by:
@@ -44,21 +45,20 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
 
 
 def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
-                snapshot: tuple[str, str | None] = ("parquet", None)):
+                snapshot: Snapshot | None = None):
     """A DataFrame over some of a table's data files (paths relative to the table); `every`
     when they are all of them: the table's directory is read instead. The files of a table
-    format's snapshot (format, id) hold the rows its reader defines: they are read through
-    Arrow with their deletes applied (formats.rows), their partition values added."""
+    format's `snapshot` hold the rows its reader defines: they are read through Arrow with
+    their deletes applied (formats.rows), their partition values added."""
     table = Store(table_uri)
-    if snapshot[0] != "parquet":
-        found = open_snapshot(table.uri, Selection(*snapshot))
-        for rel in sorted(set(kept) & set(found.inexact)):
-            raise FormatError(f"{table.uri}: {rel}: {found.inexact[rel]}: its rows cannot be "
-                              "read exactly here (read the table with the format's Spark "
+    if snapshot is not None:
+        for rel in sorted(set(kept) & set(snapshot.inexact)):
+            raise FormatError(f"{table.uri}: {rel}: {snapshot.inexact[rel]}: its rows cannot "
+                              "be read exactly here (read the table with the format's Spark "
                               "connector)")
-        files = {f.rel_path: f for f in found.files}
-        return _through_arrow(spark, table, [files[rel] for rel in kept], found.columns,
-                              next(iter(found.files), None))
+        files = {f.rel_path: f for f in snapshot.files}
+        return _through_arrow(spark, table, [files[rel] for rel in kept], snapshot.columns,
+                              next(iter(snapshot.files), None))
     if table.is_s3 and not _has_s3a(spark):
         return _through_arrow(spark, table, [DataFile(rel, 0, "") for rel in kept])
     uri = table.uri.replace("s3://", "s3a://", 1)
