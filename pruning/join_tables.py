@@ -76,8 +76,9 @@ class JoinTable:
     columns its scans' predicates and joins name), and the files a listing finds. A table
     without statistics (`stats` None) has no partitions: every file is read, none sent."""
 
-    def __init__(self, name: str, uri: str, stats: TableStatistics | None, wanted: set[str]):
-        self.name, self.schema = name, table_schema(uri, stats)
+    def __init__(self, name: str, uri: str, stats: TableStatistics | None, schema: pa.Schema,
+                 wanted: set[str]):
+        self.name, self.schema = name, schema
         self.index, self.parts, self.member_all = None, [], lambda *_: None
         if stats is not None:
             columns = sorted(c for c in wanted if c in self.schema.names)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +29,7 @@ from core import types as ty
 from core.range_sets import RangeSet
 from metastore.layout import Layout
 from metastore.reader import NotPublished, TableStatistics
-from pruning.join_extract import extract, parse, tables_named
+from pruning.join_extract import extract, parse, tables_named, unnamed
 from pruning.join_graph import NOT_IN, JoinGraph, Origin
 from pruning.join_tables import JoinTable, TablePruning, comparable, table_schema
 
@@ -51,23 +52,26 @@ class QueryPruning:
 
 
 def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None = None,
-                others: dict[str, list[str]] | None = None) -> QueryPruning:
+                others: Callable[[list[str]], dict[str, list[str]]] | None = None
+                ) -> QueryPruning:
     """The files each table of `sql` must be read from (tables: name -> table URI). `others`
-    are further tables the query may read (name -> column names), such as a Spark catalog's:
-    read as they are, they prune nothing."""
+    looks up the further tables the query names (names -> their column names, for those it
+    knows), such as a Spark catalog's: read as they are, they prune nothing."""
     started = time.perf_counter()
     tree = parse(sql)
+    known = others(unnamed(tree, list(tables))) if others else {}
     stats = {name: _published(tables[name], (stats_roots or {}).get(name))
-             for name in tables_named(tree, list(tables), others or {})}
-    graph = extract(tree, {name: table_schema(tables[name], s).names
-                           for name, s in stats.items()}, others)
+             for name in tables_named(tree, list(tables), known)}
+    schemas = {name: table_schema(tables[name], s) for name, s in stats.items()}
+    graph = extract(tree, {name: schema.names for name, schema in schemas.items()}, known)
     wanted: dict[str, set[str]] = {name: set() for name in stats}
     for scan in graph.scans:
         wanted[scan.table] |= {c.name for p in scan.predicates for c in p.find_all(exp.Column)}
     for edge in graph.edges:
         for origin in edge.left + edge.right:
             wanted[graph.scans[origin.scan].table].add(origin.column)
-    sources = {name: JoinTable(name, tables[name], s, wanted[name]) for name, s in stats.items()}
+    sources = {name: JoinTable(name, tables[name], s, schemas[name], wanted[name])
+               for name, s in stats.items()}
     masks = {scan.id: sources[scan.table].local(scan.predicates) for scan in graph.scans}
     for table in sources.values():
         table.report.after_local = _kept_files(table, graph, masks)

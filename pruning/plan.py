@@ -52,9 +52,10 @@ def parse_order(order_by: str | None) -> tuple[str, bool] | None:
     return words[0].strip("`"), len(words) == 2 and words[1].upper() == "DESC"
 
 
-def prune(stats_root: str, where: str | None = None, limit: int | None = None,
+def prune(stats_root: str | TableStatistics, where: str | None = None, limit: int | None = None,
           order_by: str | None = None) -> PruneResult:
-    stats = TableStatistics(stats_root)
+    """`stats_root`: the table's statistics root, or its statistics already open."""
+    stats = stats_root if isinstance(stats_root, TableStatistics) else TableStatistics(stats_root)
     schema = stats.schema()
     node = parse(where) if where else None
     order = parse_order(order_by)

@@ -7,9 +7,7 @@ import uuid
 
 from sqlglot import exp
 
-from pruning.join_extract import parse, unnamed
 from pruning.joins import prune_query
-from pruning.predicate import PredicateError
 from spark_bridge.read import files_frame
 
 
@@ -18,7 +16,7 @@ def explain_pruning(spark, query: str, tables: dict[str, str], *,
     """Per table: the files and bytes before pruning, after local predicates and after each
     diP, the files kept and skipped; and the planning time (`lakestats prune-query --json`).
     Reads statistics, not data; other tables the query names come from Spark's catalog."""
-    return prune_query(query, tables, stats_roots, _catalog_tables(spark, query, tables)).as_json()
+    return prune_query(query, tables, stats_roots, _catalog(spark)).as_json()
 
 
 def sql(spark, query: str, tables: dict[str, str], *,
@@ -26,7 +24,7 @@ def sql(spark, query: str, tables: dict[str, str], *,
     """spark.sql(query) with each table of `tables` (name -> table URI) read from the files
     its scans must read. Each table reference becomes a temporary view of its own files;
     other tables the query names (Spark's tables and views) are read as they are."""
-    plan = prune_query(query, tables, stats_roots, _catalog_tables(spark, query, tables))
+    plan = prune_query(query, tables, stats_roots, _catalog(spark))
     tree = plan.graph.tree.copy()
     names = {s.reference: s.table for s in plan.graph.scans}
     views = []
@@ -53,13 +51,10 @@ def sql(spark, query: str, tables: dict[str, str], *,
             spark.catalog.dropTempView(view)
 
 
-def _catalog_tables(spark, query: str, tables: dict[str, str]) -> dict[str, list[str]]:
-    """The tables and views of Spark's catalog that the query reads beyond `tables`, with
-    their columns (a name Spark does not know either is left to prune_query's error)."""
+def _catalog(spark):
+    """Looks up tables and views in Spark's catalog: names -> their columns, for those it
+    knows (a name it does not know either is left to prune_query's error)."""
     if spark is None:                       # explain_pruning without a session
-        return {}
-    try:
-        names = unnamed(parse(query), list(tables))
-    except PredicateError:
-        return {}                           # prune_query reports it
-    return {n: spark.table(n).columns for n in names if spark.catalog.tableExists(n)}
+        return None
+    return lambda names: {n: spark.table(n).columns for n in names
+                          if spark.catalog.tableExists(n)}

@@ -30,11 +30,11 @@ def prune(table_uri: str, where: str | None = None, limit: int | None = None,
 
 def read(spark, table_uri: str, where: str | None = None, order_by: str | None = None,
          limit: int | None = None, *, stats_root: str | None = None):
-    result = prune(table_uri, where, limit, order_by, stats_root=stats_root)
-    manifest = TableStatistics(Layout.of_table(table_uri, stats_root).uri).manifest
-    form = manifest.get("format", "parquet")
+    stats = TableStatistics(Layout.of_table(table_uri, stats_root).uri)
+    result = prune_files(stats, where, limit, order_by)
+    form = stats.manifest.get("format", "parquet")
     df = files_frame(spark, table_uri, result.kept, snapshot=None if form == "parquet" else
-                     open_snapshot(table_uri, Selection(form, manifest["snapshot"])))
+                     open_snapshot(table_uri, Selection(form, stats.manifest["snapshot"])))
     if where:
         df = df.where(where)
     if order_by:
