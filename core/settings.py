@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from typing import Mapping
+from urllib.parse import unquote, urlsplit
 
 DEFAULT_BINS = 1000                 # histogram bins (10,000 selectable)
 BLOOM_MIN_DISTINCT = 64             # more values in a partition: a Bloom filter; else a value set
@@ -45,6 +46,9 @@ class Settings:
     partition: PartitionSettings = field(default_factory=PartitionSettings)
     frequencies: FrequencySettings = field(default_factory=FrequencySettings)
     redis_url: str | None = None         # the coordinator's Redis (None: the CLI embeds one)
+    # what Redis requires (AUTH): $REDIS_PASSWORD, or the password a given URL carried. Never
+    # serialized or shown: the URL travels in step events and task payloads, the password must not
+    redis_password: str | None = field(default=None, repr=False)
     allow_partial: bool = False          # publish over the good partitions when some fail
     exact: bool = False                  # recompute every stale table-level frequency list
     max_attempts: int = MAX_ATTEMPTS     # per call of a step
@@ -59,6 +63,14 @@ class Settings:
     # columns whose values map to the partitions holding them ("auto": the low-distinct ones)
     value_index: tuple[str, ...] = ("auto",)
 
+    def __post_init__(self):
+        # every way a URL enters (from_env, a flag through dataclasses.replace, the
+        # constructor) passes here: its password is taken out once, before the URL travels
+        url, password = split_password(self.redis_url)
+        object.__setattr__(self, "redis_url", url)
+        if password:
+            object.__setattr__(self, "redis_password", password)
+
     def recorded(self) -> dict:
         """What published statistics depend on, as the manifest records it (no plugins:
         recorded as before plugins existed)."""
@@ -70,7 +82,10 @@ class Settings:
                 "value_index": list(self.value_index)}
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """Without the password: workers read theirs from their own environment."""
+        data = asdict(self)
+        del data["redis_password"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> Settings:
@@ -105,6 +120,7 @@ class Settings:
                 low_duplicate_max=number("LAKESTATS_LOW_DUPLICATE_MAX", LOW_DUPLICATE_MAX)),
             value_index=names(env.get("LAKESTATS_VALUE_INDEX") or "auto"),
             redis_url=env.get("REDIS_URL") or None,
+            redis_password=env.get("REDIS_PASSWORD") or None,     # REDIS_URL's wins
             steps_function=env.get("LAKESTATS_STEPS_FUNCTION") or env.get("LAKESTATS_FUNCTION")
             or None,
             spark_master=env.get("SPARK_MASTER") or None,
@@ -117,3 +133,15 @@ class Settings:
 def names(text: str) -> tuple[str, ...]:
     """A comma-separated list (a flag's or a variable's) as its names."""
     return tuple(n.strip() for n in text.split(",") if n.strip())
+
+
+def split_password(url: str | None) -> tuple[str | None, str | None]:
+    """A Redis URL without its password (redis://user:pw@host -> redis://user@host), and the
+    password (None: it had none). The user name stays: an ACL user is no secret."""
+    parts = urlsplit(url or "")
+    if parts.password is None:
+        return url, None
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user = userinfo.partition(":")[0]
+    return (url.replace(f"//{parts.netloc}", f"//{user}@{host}" if user else f"//{host}", 1),
+            unquote(parts.password) or None)

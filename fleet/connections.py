@@ -1,8 +1,8 @@
 """Redis connections: one pool per URL and process.
 
 A Redis that requires a password (AUTH) gets it from `use_password`, which the entry points
-call with $REDIS_PASSWORD or a secret: URLs travel in step events and stay free of it. TLS is
-the URL's scheme: rediss://.
+call with $REDIS_PASSWORD, a secret or the password a given URL carried (Settings takes it out
+of the URL): URLs travel in step events and stay free of it. TLS is the URL's scheme: rediss://.
 """
 from __future__ import annotations
 

@@ -46,11 +46,11 @@ SETTINGS = Settings.from_env(os.environ)
 
 
 def redis_password(env=os.environ) -> str | None:
-    """$REDIS_PASSWORD, or the secret that LAKESTATS_REDIS_SECRET_ARN names (its text, or the
-    "password" key of its JSON), read once per cold start."""
+    """The secret that LAKESTATS_REDIS_SECRET_ARN names (its text, or the "password" key of
+    its JSON), read once per cold start; else the password in $REDIS_URL, else $REDIS_PASSWORD."""
     arn = env.get("LAKESTATS_REDIS_SECRET_ARN")
     if not arn:
-        return env.get("REDIS_PASSWORD") or None
+        return Settings.from_env(env).redis_password
     from aws_lambda_powertools.utilities import parameters
     secret = parameters.get_secret(arn)
     try:

@@ -11,13 +11,16 @@ import os
 
 import pyarrow as pa
 
+from core.settings import Settings
 from fleet.connections import use_password
 from fleet.jobs import Job
 from fleet.protocol import FREQUENCY_SEND, PARTITION_STATISTICS, RANK_SAMPLE, StepEvent, resolve, \
     to_json
 from functions import faults
 
-use_password(os.environ.get("REDIS_PASSWORD"))     # the Lambda handlers may set a secret's
+# $REDIS_PASSWORD, or the password in $REDIS_URL (events carry the URL without it); the Lambda
+# handlers may set a secret's
+use_password(Settings.from_env(os.environ).redis_password)
 
 
 def run(event: dict) -> dict:

@@ -7,7 +7,6 @@ update, and prints the table summary with histograms drawn in the terminal.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import subprocess
 import sys
@@ -48,7 +47,7 @@ def run(args, settings) -> int:
     stats_root = Layout.of_table(str(table)).uri
     shutil.rmtree(stats_root, ignore_errors=True)
 
-    with redis_url(settings.redis_url, os.environ.get("REDIS_PASSWORD")) as url, \
+    with redis_url(settings.redis_url, settings.redis_password) as url, \
             make_invoker("local") as invoker:
         settings = dataclasses.replace(settings, redis_url=url)
         render.out.print(f"\n[bold]1. compute[/] {table}  (embedded Redis, "

@@ -15,6 +15,9 @@ def compute(spark, table_uri: str, *, stats_root: str | None = None,
     """The same steps as any invoker's, run as Spark tasks; the coordinator reduces through
     Redis (settings.redis_url, or an embedded server for the duration)."""
     settings = settings or Settings()
-    with redis_url(settings.redis_url) as url, SparkInvoker(spark) as invoker:
+    # executors AUTH with the password in their own environment ($REDIS_PASSWORD, or the one
+    # in $REDIS_URL): the events they get carry the URL without it
+    with redis_url(settings.redis_url, settings.redis_password) as url, \
+            SparkInvoker(spark) as invoker:
         return compute_job(table_uri, invoker, dataclasses.replace(settings, redis_url=url),
                            stats_root=stats_root)

@@ -1,10 +1,16 @@
-"""Security: Redis AUTH (a password from the environment or Secrets Manager, never in URLs or
-logs), events validated (keys outside the watched tables refused and logged), credentials
-absent from the output of a run. (Least-privilege IAM: tests/test_template.py.)"""
+"""Security: Redis AUTH (a password from the environment, Secrets Manager or the given URL,
+never in events, task payloads or logs), events validated (keys outside the watched tables
+refused and logged), credentials absent from the output of a run. (Least-privilege IAM:
+tests/test_template.py.)"""
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
+import os
+import time
 import uuid
+from urllib.parse import urlsplit
 
 import boto3
 import pyarrow as pa
@@ -13,10 +19,14 @@ import pytest
 
 from core.settings import Settings
 from fleet.connections import use_password
+from fleet.invokers.local import LocalInvoker
+from fleet.protocol import SQS_BATCH
 from functions.lambda_handlers import partition_batch, redis_password
 from functions.local import LocalContext
-from infra.redis_server import EmbeddedRedis
-from lakestats.watch import lambda_event
+from infra.local_stack import wire_bucket
+from infra.redis_server import EmbeddedRedis, redis_url
+from lakestats.cli import main as cli_main
+from lakestats.watch import lambda_event, watch
 from tests.tables import mixed, run_cli, write
 
 PASSWORD = f"pw-{uuid.uuid4().hex}"
@@ -110,3 +120,76 @@ def test_events_are_validated_and_foreign_keys_refused_and_logged(s3_endpoint, g
     assert not any(s in logs for s in secrets())
     listed = s3.list_objects_v2(Bucket=bucket, Prefix="elsewhere/_lakestats")
     assert listed.get("KeyCount", 0) == 0                    # nothing written outside
+
+
+@pytest.mark.parametrize("url, stripped, user", [
+    (f"redis://:{PASSWORD}@cache.internal", "redis://cache.internal", None),
+    (f"redis://app:{PASSWORD}@cache.internal:6380/0", "redis://app@cache.internal:6380/0", "app"),
+    (f"rediss://:{PASSWORD}@cache.internal:6379", "rediss://cache.internal:6379", None)])
+def test_settings_take_the_password_out_of_the_url(url, stripped, user):
+    for settings in (Settings.from_env({"REDIS_URL": url, "REDIS_PASSWORD": "not-this-one"}),
+                     Settings(redis_url=url),
+                     dataclasses.replace(Settings(), redis_url=url)):     # the --redis-url flag
+        assert settings.redis_url == stripped and settings.redis_password == PASSWORD
+        assert PASSWORD not in repr(settings) + json.dumps(settings.to_json())
+        assert urlsplit(settings.redis_url).username == user           # an ACL user stays
+    assert Settings.from_env({"REDIS_URL": stripped}).redis_url == stripped
+    assert Settings.from_env({"REDIS_URL": stripped}).redis_password is None
+    assert Settings.from_env({"REDIS_PASSWORD": PASSWORD}).redis_password == PASSWORD
+    assert redis_password({"REDIS_URL": url}) == PASSWORD        # what a Lambda worker uses
+
+
+@pytest.fixture
+def submitted(monkeypatch) -> list[str]:
+    """Every event the local invoker hands a worker, as the JSON it sends."""
+    events: list[str] = []
+    submit = LocalInvoker.submit
+
+    def recording(self, event: dict):
+        events.append(json.dumps(event))
+        return submit(self, event)
+    monkeypatch.setattr(LocalInvoker, "submit", recording)
+    monkeypatch.setenv("REDIS_PASSWORD", "")      # the CLI exports it: undone after the test
+    return events
+
+
+def test_a_password_in_the_url_travels_in_no_event_and_no_log(tmp_path, guarded_redis, submitted,
+                                                              caplog, capfd):
+    table = tmp_path / "t"
+    for i in range(3):
+        write(table / f"p{i}.parquet", mixed(500, seed=i))
+    url = f"unix://:{PASSWORD}@{guarded_redis.socket}"
+    with caplog.at_level(logging.DEBUG):
+        code = cli_main(["compute", str(table), "--json", "--quiet", "--redis-url", url])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["published"]
+    assert len(submitted) >= 3 and all(guarded_redis.socket in e for e in submitted)
+    logs = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    assert PASSWORD not in "\n".join(submitted) + logs + out + err
+
+
+def test_watch_batches_carry_no_password_in_the_url(s3_endpoint, guarded_redis, submitted,
+                                                     monkeypatch, caplog, capfd):
+    monkeypatch.setenv("REDIS_URL", f"unix://:{PASSWORD}@{guarded_redis.socket}")
+    bucket = f"lake-{uuid.uuid4().hex[:8]}"
+    queue = wire_bucket(s3_endpoint, bucket, f"events-{bucket}")
+    sink = pa.BufferOutputStream()
+    pq.write_table(mixed(200, seed=1), sink)
+    boto3.client("s3").put_object(Bucket=bucket, Key="t/a.parquet",
+                                     Body=sink.getvalue().to_pybytes())
+    settings = dataclasses.replace(Settings.from_env(os.environ), tables=(f"s3://{bucket}/t",),
+                                   reduce_window=1)
+    reports: list[dict] = []
+    deadline = time.monotonic() + 90
+    # as `lakestats watch` sets up: this process AUTHs with the settings' password, its worker
+    # processes with the one in the REDIS_URL they inherit
+    with caplog.at_level(logging.DEBUG), redis_url(settings.redis_url, settings.redis_password):
+        watch(queue, settings, wait_seconds=1, visibility_seconds=10, on_reduced=reports.append,
+              stop=lambda: bool(reports) or time.monotonic() > deadline)
+    out, err = capfd.readouterr()
+    assert reports and reports[0]["published"] and reports[0]["row_count"] == 200, err
+    batches = [e for e in submitted if json.loads(e)["step"] == SQS_BATCH]
+    assert batches and all(json.loads(e)["task"]["settings"]["redis_url"] for e in batches)
+    logs = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+    assert PASSWORD not in "\n".join(submitted) + logs + out + err
