@@ -9,6 +9,7 @@ partition, so both paths give the same answers (a property test holds them to it
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Callable
 
@@ -141,7 +142,8 @@ def compare_all(op: type, a: _Columns, b: Range) -> FlagArrays:
 
 def _aligned_all(values: np.ndarray, like) -> np.ndarray:
     """Bounds in like's type (ranges.aligned), when their type is not like's already."""
-    if values.size == 0 or type(values[0]) is type(like):
+    if values.size == 0 or type(values[0]) is type(like) and not (
+            isinstance(like, dt.datetime) and like.tzinfo and not values[0].tzinfo):
         return values
     out = np.empty(values.size, object)
     out[:] = [aligned(Range(v, v), like).low for v in values]

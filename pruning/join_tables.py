@@ -20,6 +20,7 @@ from metastore import files
 from metastore.reader import NotPublished, TableStatistics
 from metastore.store import Store
 from pruning.batch import evaluate_all
+from pruning.freshness import Freshness, freshness
 from pruning.join_conditions import conjuncts
 from pruning.predicate import StatsView
 from pruning.views import bounds, candidates
@@ -38,6 +39,7 @@ class TablePruning:
     exists: np.ndarray                 # false: in the statistics' version, gone from the table
     listed: bool = False               # a plain directory: its files are those a listing finds
     snapshot: Snapshot | None = None   # a table format's current snapshot, planned against
+    freshness: Freshness | None = None
     after_local: int = 0
     dips: list[dict] = field(default_factory=list)
     kept_mask: np.ndarray | None = None
@@ -48,7 +50,8 @@ class TablePruning:
                 "skipped": [p for p, k, e in zip(self.paths, kept, here) if e and not k],
                 "files_before": int(here.sum()), "files_after_local": self.after_local,
                 "files_after_dips": int(kept.sum()), "bytes_before": int(self.sizes[here].sum()),
-                "bytes_after": int(self.sizes[kept].sum()), "dips": self.dips}
+                "bytes_after": int(self.sizes[kept].sum()), "dips": self.dips,
+                "unknown": self.freshness.unknown if self.freshness else []}
 
 
 @dataclass(eq=False)                # hashed by identity: keys() caches per column
@@ -77,41 +80,37 @@ class JoinTable:
     without statistics (`stats` None) has no partitions: every file is read, none sent."""
 
     def __init__(self, name: str, uri: str, stats: TableStatistics | None, schema: pa.Schema,
-                 wanted: set[str]):
+                 wanted: set[str], assume_current: bool = False):
         self.name, self.schema = name, schema
         self.index, self.parts, self.member_all = None, [], lambda *_: None
         if stats is not None:
             columns = sorted(c for c in wanted if c in self.schema.names)
             self.index = stats.partition_index(columns)
             self.parts, self.member_all = candidates(stats, set(wanted), self.index)
-        self._taint(uri, stats.manifest if stats else {"format": detect(Store(uri))})
+        self._taint(uri, stats, assume_current)
         self.columns: dict[str, JoinColumn | None] = {}
 
-    def _taint(self, uri: str, manifest: dict) -> None:
-        """Files the statistics do not describe as they are now are tainted: always read,
-        and their table sends no diP. They are the files --allow-partial left without
-        statistics, and files new or changed since the version: in a plain directory those a
-        listing finds, in a table format those of its current snapshot (a file given deletes
-        since changes its fingerprint). Files gone since are never read."""
-        missing = sorted(manifest.get("missing", {}))
+    def _taint(self, uri: str, stats: TableStatistics | None, assume_current: bool) -> None:
+        """Files the statistics do not describe as they are now (pruning.freshness) are
+        tainted: always read, and their table sends no diP. Files gone since are never
+        read."""
+        manifest = stats.manifest if stats else {"format": detect(Store(uri))}
         published = [p.path for p in self.parts]
-        form = manifest.get("format", "parquet")
-        snapshot = None if form == "parquet" else open_snapshot(uri, Selection(form))
-        now = {f.rel_path: f for f in (Store(uri).list_files() if snapshot is None else
-                                       snapshot.files)}
-        exists = np.array([p in now for p in published], bool)
-        stale = np.array([p in now and now[p].fingerprint != part.fingerprint
-                          for p, part in zip(published, self.parts)], bool)
-        new = sorted(set(now) - set(published) - set(missing))
-        extra = len(missing) + len(new)
-        self.always = np.concatenate([stale, np.ones(extra, bool)])
-        self.exists = np.concatenate([exists, np.ones(extra, bool)])
+        now = freshness(uri, manifest, {p.path: p.fingerprint for p in self.parts},
+                        assume_current and stats is not None)
+        held = set(published)
+        new = [p for p in now.unknown if p not in held]
+        unknown = set(now.unknown)
+        self.always = np.concatenate([np.array([p in unknown for p in published], bool),
+                                      np.ones(len(new), bool)])
+        self.exists = np.concatenate([np.array([p not in now.gone for p in published], bool),
+                                      np.ones(len(new), bool)])
         self.partial = bool(self.always.any())
-        sizes = [p.size for p in self.parts] + [_size(uri, m) for m in missing] + \
-            [now[p].size for p in new]
-        self.report = TablePruning(uri, published + missing + new,
-                                   np.array(sizes, np.int64), self.exists,
-                                   listed=snapshot is None, snapshot=snapshot)
+        sizes = [p.size for p in self.parts] + \
+            [now.now[p].size if p in now.now else _size(uri, p) for p in new]
+        self.report = TablePruning(uri, published + new, np.array(sizes, np.int64),
+                                   self.exists, listed=now.form == "parquet",
+                                   snapshot=now.snapshot_to_read(), freshness=now)
 
     def local(self, predicates: list[exp.Expression]) -> np.ndarray:
         """The partitions the scan's local predicates keep (files without statistics too):

@@ -32,6 +32,7 @@ from metastore.reader import NotPublished, TableStatistics
 from pruning.join_extract import extract, parse, tables_named, unnamed
 from pruning.join_graph import NOT_IN, JoinGraph, Origin
 from pruning.join_tables import JoinTable, TablePruning, comparable, table_schema
+from pruning.ranges import session_zone
 
 MAX_ROUNDS = 8                  # rounds over a cyclic graph's edges
 MAX_DIP_RANGES = 65_536         # a diP's ranges, compacted beyond (a superset: still sound)
@@ -52,11 +53,21 @@ class QueryPruning:
 
 
 def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None = None,
-                others: Callable[[list[str]], dict[str, list[str]]] | None = None
-                ) -> QueryPruning:
+                others: Callable[[list[str]], dict[str, list[str]]] | None = None,
+                assume_current: bool = False, time_zone: str | None = None) -> QueryPruning:
     """The files each table of `sql` must be read from (tables: name -> table URI). `others`
     looks up the further tables the query names (names -> their column names, for those it
-    knows), such as a Spark catalog's: read as they are, they prune nothing."""
+    knows), such as a Spark catalog's: read as they are, they prune nothing.
+    `assume_current`: trust that the statistics describe the tables as they are now
+    (pruning.freshness); `time_zone`: the one timestamps without a zone are read in (Spark's
+    session time zone; None: UTC)."""
+    with session_zone(time_zone):
+        return _prune_query(sql, tables, stats_roots, others, assume_current)
+
+
+def _prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None,
+                 others: Callable[[list[str]], dict[str, list[str]]] | None,
+                 assume_current: bool) -> QueryPruning:
     started = time.perf_counter()
     tree = parse(sql)
     known = others(unnamed(tree, list(tables))) if others else {}
@@ -70,7 +81,8 @@ def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | 
     for edge in graph.edges:
         for origin in edge.left + edge.right:
             wanted[graph.scans[origin.scan].table].add(origin.column)
-    sources = {name: JoinTable(name, tables[name], s, schemas[name], wanted[name])
+    sources = {name: JoinTable(name, tables[name], s, schemas[name], wanted[name],
+                               assume_current)
                for name, s in stats.items()}
     masks = {scan.id: sources[scan.table].local(scan.predicates) for scan in graph.scans}
     for table in sources.values():

@@ -13,6 +13,9 @@ statistics.
   its certain rows at or above its min. Partitions whose max is below the boundary (strictly)
   are skipped; the rest are read by max descending. NaN sorts above every number; Spark puts
   nulls first in ASC order, so ASC with nulls in play prunes by the filter only.
+
+All of it over the files the statistics describe as they are now (pruning.freshness): files
+gone since are not read, files landed or rewritten since are `unknown` and always read, last.
 """
 from __future__ import annotations
 
@@ -28,7 +31,9 @@ from metastore.histograms import histogram_bins
 from metastore.layout import HISTOGRAMS
 from metastore.reader import TableStatistics
 from pruning.batch import evaluate_all
+from pruning.freshness import Freshness, freshness
 from pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
+from pruning.ranges import session_zone
 from pruning.views import Candidate, candidates
 
 
@@ -37,9 +42,16 @@ class PruneResult:
     kept: list[str] = field(default_factory=list)             # in scan order
     skipped: list[str] = field(default_factory=list)
     fully_matching: list[str] = field(default_factory=list)   # by the predicate alone
+    unknown: list[str] = field(default_factory=list)          # newer than the statistics: kept
+    freshness: Freshness | None = None
 
     def as_json(self) -> dict:
-        return {"kept": self.kept, "skipped": self.skipped, "fully_matching": self.fully_matching}
+        out = {"kept": self.kept, "skipped": self.skipped, "fully_matching": self.fully_matching,
+               "unknown": self.unknown}
+        if self.freshness is not None:
+            out["version"] = self.freshness.version
+            out["assume_current"] = self.freshness.assumed_current
+        return out
 
 
 def parse_order(order_by: str | None) -> tuple[str, bool] | None:
@@ -53,8 +65,17 @@ def parse_order(order_by: str | None) -> tuple[str, bool] | None:
 
 
 def prune(stats_root: str | TableStatistics, where: str | None = None, limit: int | None = None,
-          order_by: str | None = None) -> PruneResult:
-    """`stats_root`: the table's statistics root, or its statistics already open."""
+          order_by: str | None = None, *, table_uri: str | None = None,
+          assume_current: bool = False, time_zone: str | None = None) -> PruneResult:
+    """`stats_root`: the table's statistics root, or its statistics already open; `table_uri`:
+    the table they describe (by default the one the version records); `time_zone`: the one
+    timestamps without a zone are read in (Spark's session time zone; None: UTC)."""
+    with session_zone(time_zone):
+        return _prune(stats_root, where, limit, order_by, table_uri, assume_current)
+
+
+def _prune(stats_root: str | TableStatistics, where: str | None, limit: int | None,
+           order_by: str | None, table_uri: str | None, assume_current: bool) -> PruneResult:
     stats = stats_root if isinstance(stats_root, TableStatistics) else TableStatistics(stats_root)
     schema = stats.schema()
     node = parse(where) if where else None
@@ -63,10 +84,14 @@ def prune(stats_root: str | TableStatistics, where: str | None = None, limit: in
         raise PredicateError(f"limit {limit}: must be at least 0")
     wanted = (columns_of(node) if node else set()) | ({order[0]} if order else set())
     parts, member_all = candidates(stats, wanted)
-    if node is not None:
+    now = freshness(table_uri or stats.manifest["table"], stats.manifest,
+                    {p.path: p.fingerprint for p in parts}, assume_current)
+    if node is not None:     # over every partition: member_all knows them by position
         for p, flags in zip(parts, evaluate_all(node, [p.view for p in parts], member_all)):
             p.flags = flags
-    result = PruneResult(fully_matching=[p.path for p in parts if p.flags.true and p.fully])
+    parts = [p for p in parts if now.described(p.path)]
+    result = PruneResult(fully_matching=[p.path for p in parts if p.flags.true and p.fully],
+                         unknown=now.unknown, freshness=now)
     may_match = [p for p in parts if p.flags.true]
     if order and limit is not None:
         kept = _top_k(may_match, node, order, limit, stats, schema)
@@ -74,7 +99,7 @@ def prune(stats_root: str | TableStatistics, where: str | None = None, limit: in
         kept = _limit(may_match, node, limit, stats, schema)
     else:
         kept = may_match
-    result.kept = [p.path for p in kept]
+    result.kept = [p.path for p in kept] + now.unknown
     held = set(result.kept)
     result.skipped = [p.path for p in parts if p.path not in held]
     return result

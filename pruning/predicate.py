@@ -22,7 +22,7 @@ import sqlglot
 from sqlglot import expressions as E
 
 from pruning.ranges import (MAYBE, UNKNOWN, Flags, Months, Range, all_of, any_of, arith, compare,
-                            literal, negated, successor, union)
+                            literal, local, negated, successor, union)
 
 # -- the statistics a predicate reads
 
@@ -93,7 +93,7 @@ def _monotone(fn: Callable) -> Callable:
 
 def _to_date(_, v):
     if isinstance(v, dt.datetime):
-        return (v.astimezone(dt.timezone.utc) if v.tzinfo else v).date()
+        return local(v).date()
     if isinstance(v, dt.date):
         return v
     raise TypeError(v)
@@ -113,7 +113,7 @@ _TRUNC = {"YEAR": dict(month=1, day=1, hour=0, minute=0, second=0, microsecond=0
 def _truncate(node, v):
     fields = _TRUNC[node.unit.name.upper()]
     if isinstance(v, dt.datetime):
-        return v.replace(**fields)
+        return local(v).replace(**fields)
     return v.replace(**{k: f for k, f in fields.items() if k in ("month", "day")})
 
 

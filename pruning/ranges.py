@@ -4,9 +4,12 @@ values over a partition's rows; Flags say whether a predicate may be true, false
 some row. Spark semantics: NaN is above every number, comparisons with NULL are null."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import decimal
 from dataclasses import dataclass, replace
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlglot import expressions as E
 
@@ -24,6 +27,43 @@ class Range:
 
 
 UNKNOWN = Range(known=False)
+
+# The zone a timestamp without one is read in, as Spark's spark.sql.session.timeZone: a
+# literal '2024-03-02 00:00:00' against a zoned column, a TIMESTAMP_NTZ against a zoned
+# value, and the day, year or truncation of a zoned timestamp.
+SESSION_ZONE: contextvars.ContextVar[dt.tzinfo] = contextvars.ContextVar(
+    "session_zone", default=dt.timezone.utc)
+
+
+def zone_of(name: str | None) -> dt.tzinfo:
+    """A zone by IANA name or Spark's fixed offsets ('+05:30', 'UTC'); None: UTC."""
+    if not name or name.upper() in ("UTC", "Z", "GMT"):
+        return dt.timezone.utc
+    if name[0] in "+-":
+        try:
+            return dt.datetime.strptime(name, "%z").tzinfo
+        except ValueError:
+            pass
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"time zone {name!r}: not an IANA zone name (such as "
+                         "America/Los_Angeles) or an offset (such as +05:30)") from None
+
+
+@contextlib.contextmanager
+def session_zone(name: str | None):
+    token = SESSION_ZONE.set(zone_of(name))
+    try:
+        yield
+    finally:
+        SESSION_ZONE.reset(token)
+
+
+def local(v: dt.datetime) -> dt.datetime:
+    """A timestamp's wall-clock time in the session zone: a zoned one converted, a naive one
+    (TIMESTAMP_NTZ) as it is."""
+    return v.astimezone(SESSION_ZONE.get()) if v.tzinfo else v
 
 
 def literal(value) -> Range:
@@ -171,24 +211,24 @@ def _coerced(rule, a: Range, b: Range) -> tuple[bool, bool]:
 
 def aligned(r: Range, like) -> Range:
     """r's bounds in like's type: Spark casts a string literal to the column's type, a date to
-    a timestamp at midnight; a naive timestamp meets a zoned one in UTC."""
+    a timestamp at midnight; a naive timestamp meeting a zoned one is read in the session zone
+    (never the other way round, so that both sides of a comparison end up zoned)."""
     def fix(v):
         if isinstance(v, str) and isinstance(like, (dt.date, dt.datetime)):
             v = dt.datetime.fromisoformat(v) if isinstance(like, dt.datetime) else \
                 dt.date.fromisoformat(v)
         if isinstance(like, dt.datetime) and type(v) is dt.date:
             v = dt.datetime(v.year, v.month, v.day)
-        if isinstance(like, dt.datetime) and isinstance(v, dt.datetime):
-            if like.tzinfo and not v.tzinfo:
-                v = v.replace(tzinfo=dt.timezone.utc)
-            elif v.tzinfo and not like.tzinfo:
-                v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        if isinstance(like, dt.datetime) and isinstance(v, dt.datetime) and \
+                like.tzinfo and not v.tzinfo:
+            v = v.replace(tzinfo=SESSION_ZONE.get())
         if isinstance(like, float) and isinstance(v, decimal.Decimal):
             v = float(v)
         if isinstance(like, decimal.Decimal) and isinstance(v, float):
             v = decimal.Decimal(repr(v))
         return v
-    if type(r.low) is type(like) and type(r.high) is type(like):
+    if type(r.low) is type(like) and type(r.high) is type(like) and not (
+            isinstance(like, dt.datetime) and like.tzinfo and not r.low.tzinfo):
         return r                          # the common case: nothing to align
     return replace(r, low=fix(r.low), high=fix(r.high))
 

@@ -8,23 +8,27 @@ import uuid
 from sqlglot import exp
 
 from pruning.joins import prune_query
-from spark_bridge.read import files_frame
+from spark_bridge.read import files_frame, session_time_zone
 
 
 def explain_pruning(spark, query: str, tables: dict[str, str], *,
-                    stats_roots: dict[str, str] | None = None) -> dict:
+                    stats_roots: dict[str, str] | None = None,
+                    assume_current: bool = False) -> dict:
     """Per table: the files and bytes before pruning, after local predicates and after each
     diP, the files kept and skipped; and the planning time (`lakestats prune-query --json`).
     Reads statistics, not data; other tables the query names come from Spark's catalog."""
-    return prune_query(query, tables, stats_roots, _catalog(spark)).as_json()
+    return prune_query(query, tables, stats_roots, _catalog(spark), assume_current,
+                       session_time_zone(spark) if spark is not None else None).as_json()
 
 
 def sql(spark, query: str, tables: dict[str, str], *,
-        stats_roots: dict[str, str] | None = None):
+        stats_roots: dict[str, str] | None = None, assume_current: bool = False):
     """spark.sql(query) with each table of `tables` (name -> table URI) read from the files
     its scans must read. Each table reference becomes a temporary view of its own files;
-    other tables the query names (Spark's tables and views) are read as they are."""
-    plan = prune_query(query, tables, stats_roots, _catalog(spark))
+    other tables the query names (Spark's tables and views) are read as they are. Files
+    newer than the statistics are read whole unless `assume_current` (pruning.freshness)."""
+    plan = prune_query(query, tables, stats_roots, _catalog(spark), assume_current,
+                       session_time_zone(spark))
     tree = plan.graph.tree.copy()
     names = {s.reference: s.table for s in plan.graph.scans}
     views = []

@@ -1,0 +1,78 @@
+"""The table as it is now, against the version its statistics describe.
+
+A plan may skip a file only when the statistics describe it as it is now. So every plan first
+lists the table's current files (a plain directory: one listing, each file's size plus ETag or
+mtime, the same fingerprint compute uses; a table format: its current snapshot, where a file
+given deletes since changes its fingerprint) and sorts the version's files into:
+
+- described: in the table now, unchanged: the statistics decide;
+- gone: removed since: never read;
+- unknown: landed or rewritten since, or left without statistics by --allow-partial: always
+  read, never fully matching, their rows unbounded for LIMIT and top-k.
+
+`assume_current` skips the listing for a caller who knows the statistics are current; the
+version's own files are then taken as the table's (and the files --allow-partial left out
+are still read whole).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from formats import Selection, Snapshot, open_snapshot
+from metastore.store import DataFile
+
+
+@dataclass
+class Freshness:
+    table_uri: str
+    manifest: dict
+    assumed_current: bool
+    now: dict[str, DataFile] = field(default_factory=dict)   # the table's files now
+    gone: set[str] = field(default_factory=set)
+    unknown: list[str] = field(default_factory=list)          # sorted
+    snapshot: Snapshot | None = None     # a table format's current snapshot (None: a listing)
+
+    def __post_init__(self):
+        self._unknown = set(self.unknown)
+        self.version = self.manifest.get("version")
+
+    @property
+    def form(self) -> str:
+        return self.manifest.get("format", "parquet")
+
+    def snapshot_to_read(self) -> Snapshot | None:
+        """The table format's snapshot whose rows a read returns: the current one, or under
+        assume_current the statistics' (None for a plain directory)."""
+        if self.snapshot is None and self.form != "parquet":
+            self.snapshot = open_snapshot(self.table_uri,
+                                          Selection(self.form, self.manifest.get("snapshot")))
+        return self.snapshot
+
+    def described(self, path: str) -> bool:
+        """Do the statistics of `path` describe the file as it is now?"""
+        return path not in self.gone and path not in self._unknown
+
+    def notice(self) -> str | None:
+        """The one line a user is told, or None when the statistics are current."""
+        if self.assumed_current:
+            return (f"statistics version {self.version} assumed current (--assume-current): "
+                    "files landed or changed since are not looked for")
+        if not self.unknown or self.version is None:
+            return None
+        n = len(self.unknown)
+        return (f"{n} file{'s' if n != 1 else ''} newer than statistics version {self.version}: "
+                f"read whole")
+
+
+def freshness(table_uri: str, manifest: dict, published: dict[str, str],
+              assume_current: bool = False) -> Freshness:
+    """`published`: the version's files, path -> fingerprint."""
+    if assume_current:
+        return Freshness(table_uri, manifest, True, unknown=sorted(manifest.get("missing", {})))
+    form = manifest.get("format", "parquet")
+    snapshot = open_snapshot(table_uri, Selection(form))
+    now = {f.rel_path: f for f in snapshot.files}
+    gone = {p for p in published if p not in now}
+    unknown = sorted(p for p, f in now.items() if published.get(p) != f.fingerprint)
+    return Freshness(table_uri, manifest, False, now, gone, unknown,
+                     None if form == "parquet" else snapshot)
