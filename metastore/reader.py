@@ -9,12 +9,13 @@ import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from core import quantiles, schema
 from core import types as ty
 from metastore import files, histograms, index, value_index
 from metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
-from metastore.manifest import read_manifest, snapshot_version
+from metastore.manifest import published_manifest, read_manifest, snapshot_version
 from metastore.store import Store
 
 
@@ -32,7 +33,9 @@ class TableStatistics:
 
     def __init__(self, stats_root: str, version: str | None = None):
         self.layout = Layout(stats_root)
-        self.manifest = read_manifest(self.layout, version)
+        # LATEST alone says which version is published: LatestLost when it cannot tell
+        self.manifest = published_manifest(self.layout) if version is None \
+            else read_manifest(self.layout, version)
         if self.manifest is None:
             raise NotPublished(f"{stats_root}: no statistics published yet (run lakestats compute)")
         self.version = self.manifest["version"]
@@ -260,25 +263,39 @@ class TableStatistics:
         values, error = quantiles.from_sketch(row["quantile_sketch"], arrow_type, qs)
         return {"exact": False, "rank_error": error, "quantiles": values}
 
+    def _ranks(self) -> pq.ParquetFile | None:
+        """The version's ranks.parquet, None if it has none. Ranks come after their version's
+        publication: a file counts only once the manifest records it, and only at the size
+        recorded (one being written, or truncated, does not)."""
+        recorded = self.manifest.get("files", {}).get(RANKS)
+        if recorded is None:
+            return None
+        try:
+            f = self.version_dir().open_input(RANKS)
+        except FileNotFoundError:
+            return None
+        if f.size() != recorded:     # written again since this manifest was read?
+            recorded = read_manifest(self.layout, self.version).get("files", {}).get(RANKS)
+        return pq.ParquetFile(f, page_checksum_verification=True) \
+            if f.size() == recorded else None
+
     def ranked_columns(self) -> list[str]:
         """Columns of the version's ranks.parquet (none if it has no ranks)."""
-        if not self.version_dir().exists(RANKS):
-            return []
-        meta = self.version_dir().open_parquet(RANKS).schema_arrow.metadata or {}
-        return json.loads(meta.get(schema.RANKED_COLUMNS_KEY, b"[]"))
+        return _ranked_columns(self._ranks())
 
-    def _require_ranks(self, column: str) -> None:
-        if column not in self.ranked_columns():
+    def _require_ranks(self, column: str) -> pq.ParquetFile:
+        ranks = self._ranks()
+        if column not in _ranked_columns(ranks):
             raise StatisticsNotFound(f"column {column!r} has no ranks in version {self.version} "
                                      "(lakestats compute --ranks, or quantiles --exact)")
+        return ranks
 
     def exact_quantiles(self, column: str, qs: list[float]) -> list[str | None]:
         """percentile_disc over the non-null values (NaN after +inf) from ranks.parquet, one
         row group each, chosen from the row groups' statistics."""
-        self._require_ranks(column)
+        parquet = self._require_ranks(column)
         row = self._row(column)
         n = row["row_count"] - row["null_count"]
-        parquet = self.version_dir().open_parquet(RANKS)
         names = parquet.schema_arrow.names
         groups = []                               # (row group, first rank, last position)
         for i in range(parquet.metadata.num_row_groups):
@@ -315,6 +332,11 @@ class TableStatistics:
         less = pc.fill_null(pc.less(typed, probe), False).to_numpy(zero_copy_only=False)
         smaller = int(rows["count"].to_numpy()[less].sum())
         return {"column": column, "value": canonical, "smaller": smaller, "count": 0}
+
+
+def _ranked_columns(ranks: pq.ParquetFile | None) -> list[str]:
+    meta = (ranks.schema_arrow.metadata or {}) if ranks else {}
+    return json.loads(meta.get(schema.RANKED_COLUMNS_KEY, b"[]"))
 
 
 def _rows_of(table: pa.Table, columns: list[str] | None) -> pa.Table:

@@ -122,6 +122,22 @@ class Store:
                                         obj["ETag"].strip('"')))
         return out
 
+    def list_dirs(self) -> list[str]:
+        """The names of the directories right below the root (on S3: one LIST a thousand)."""
+        if not self.is_s3:
+            try:
+                return sorted(e.name for e in os.scandir(self.root) if e.is_dir())
+            except FileNotFoundError:
+                return []
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        try:
+            pages = s3_client().get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix, Delimiter="/")
+            return sorted(p["Prefix"][len(prefix):].rstrip("/")
+                          for page in pages for p in page.get("CommonPrefixes", []))
+        except Exception as e:  # botocore's errors carry the reason in their text
+            raise StoreError(f"{self.uri}: cannot list ({e})") from e
+
     def data_file(self, rel_path: str) -> DataFile | None:
         """One file's listing entry, as list_files gives it (None if there is no such file):
         one HEAD request on S3."""
@@ -149,6 +165,18 @@ class Store:
 
     def exists(self, *parts: str) -> bool:
         return self.size(*parts) is not None
+
+    def root_exists(self) -> bool:
+        """Whether the root is there: a local directory, or an S3 prefix holding an object
+        (S3 has no empty directories). One LIST of one key on S3."""
+        if not self.is_s3:
+            return os.path.isdir(self.root)
+        try:
+            listed = s3_client().list_objects_v2(
+                Bucket=self.bucket, Prefix=f"{self.prefix}/" if self.prefix else "", MaxKeys=1)
+        except Exception as e:  # botocore's errors carry the reason in their text
+            raise StoreError(f"{self.uri}: cannot list ({e})") from e
+        return listed.get("KeyCount", 0) > 0
 
     def _key(self, *parts: str) -> tuple[str, str]:
         bucket, _, key = self.path(*parts).partition("/")
@@ -189,22 +217,33 @@ class Store:
             s3_client().put_object(Bucket=bucket, Key=key, Body=data)
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        tmp = _temporary(path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
     @contextlib.contextmanager
     def atomic_output(self, *parts: str):
-        """A stream that readers see only once it is closed whole: an S3 multipart upload
-        appears on completion; locally we write a temporary file and rename it."""
+        """A stream that readers see only once the block ends without an exception: on S3 an
+        upload completed then, and aborted otherwise (Arrow's S3 stream would complete it, a
+        truncated file at the key); locally we write a temporary file and rename it."""
         path = self.path(*parts)
         if self.is_s3:
-            with self.fs.open_output_stream(path) as stream:
-                yield stream
+            upload = _S3Upload(*self._key(*parts))
+            try:
+                with pa.PythonFile(upload, mode="w") as stream:
+                    yield stream
+                upload.complete()
+            except BaseException:
+                upload.abort()
+                raise
             return
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        tmp = _temporary(path)
         try:
             with pa.OSFile(tmp, "wb") as stream:
                 yield stream
@@ -255,6 +294,13 @@ class Store:
             pass
 
 
+def _temporary(path: str) -> str:
+    """A temporary name beside `path`, hidden (a leading dot) from listings: what a writer
+    killed before its rename leaves behind is never taken for a file."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
+
+
 # how transient errors of S3 show in Arrow's and botocore's messages. Arrow's S3 client does not
 # retry all of them: the body of an error answer to a small ranged GET overflows the read's
 # buffer and is reported as INTERNAL_FAILURE "Failed to flush response stream"
@@ -266,6 +312,8 @@ TRANSIENT = ("Failed to flush response stream", "NETWORK_CONNECTION", "SlowDown"
 # a Parquet reader's speculative footer read: the first GET of a file asks for this much of
 # its end, so a small statistics file is read whole in one request
 TAIL = 64 * 1024
+# the parts of a streamed S3 upload (S3 takes 5 MiB and more, but for the last)
+PART_SIZE = 8 * 1024 * 1024
 
 
 def _is_transient(error: BaseException) -> bool:
@@ -361,6 +409,60 @@ class _S3Object(io.RawIOBase):
         return data
 
     readall = read
+
+
+class _S3Upload(io.RawIOBase):
+    """A stream to one S3 object, seen by readers only once complete() is called: one PUT if
+    it holds less than a part, else a multipart upload of PART_SIZE parts sent as they fill
+    (memory holds one) that abort() deletes."""
+
+    def __init__(self, bucket: str, key: str):
+        self._bucket, self._key = bucket, key
+        self._buffer, self._written = bytearray(), 0
+        self._upload_id, self._parts = None, []
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._written
+
+    def write(self, data) -> int:
+        self._buffer += data
+        self._written += len(data)
+        while len(self._buffer) >= PART_SIZE:
+            self._send(bytes(self._buffer[:PART_SIZE]))
+            del self._buffer[:PART_SIZE]
+        return len(data)
+
+    def _send(self, part: bytes) -> None:
+        where = {"Bucket": self._bucket, "Key": self._key}
+        with _s3_errors(self._bucket, self._key):
+            if self._upload_id is None:
+                self._upload_id = s3_client().create_multipart_upload(**where)["UploadId"]
+            number = len(self._parts) + 1
+            etag = s3_client().upload_part(**where, UploadId=self._upload_id, Body=part,
+                                           PartNumber=number)["ETag"]
+        self._parts.append({"ETag": etag, "PartNumber": number})
+
+    def complete(self) -> None:
+        if self._upload_id is not None and self._buffer:
+            self._send(bytes(self._buffer))
+        where = {"Bucket": self._bucket, "Key": self._key}
+        with _s3_errors(self._bucket, self._key):
+            if self._upload_id is None:
+                s3_client().put_object(**where, Body=bytes(self._buffer))
+            else:
+                s3_client().complete_multipart_upload(**where, UploadId=self._upload_id,
+                                                      MultipartUpload={"Parts": self._parts})
+
+    def abort(self) -> None:
+        """Nothing appears at the key (an upload whose abort fails is invisible all the
+        same, and a bucket lifecycle rule deletes its parts)."""
+        if self._upload_id is not None:
+            with contextlib.suppress(Exception):
+                s3_client().abort_multipart_upload(Bucket=self._bucket, Key=self._key,
+                                                   UploadId=self._upload_id)
 
 
 def s3_filesystem() -> pafs.S3FileSystem:

@@ -7,8 +7,10 @@ whose lock Redis lost (a restart) takes it again if it is free; one whose lock a
 took publishes nothing.
 
 The publication lock covers two short moments, never the computing between them:
-- `allocate` hands out the version's number: the next after both the published version and
-  the last number handed out (kept in Redis, so that two coordinators never share one);
+- `allocate` hands out the version's number: the next after the published version, the last
+  number handed out (kept in Redis, so that two coordinators never share one) and every
+  version directory (a crashed compute leaves its own, unpublished: never reused, whatever
+  Redis forgot);
 - `swap` points LATEST at the finished version, unless a newer one was published meanwhile.
 A version's files are all written, in its own directory, between the two.
 """
@@ -28,7 +30,8 @@ import redis
 from fleet import protocol
 from fleet.connections import client
 from metastore.layout import Layout
-from metastore.manifest import latest_version, point_latest, version_name, version_number
+from metastore.manifest import (latest_version, point_latest, version_name, version_names,
+                                version_number)
 
 
 def _lock(layout: Layout, redis_url: str):
@@ -163,8 +166,8 @@ def allocate(layout: Layout, redis_url: str) -> str:
     counter = protocol.version_counter(layout.uri)
     r = client(redis_url)
     with _lock(layout, redis_url):
-        latest = latest_version(layout)
-        number = max(version_number(latest) if latest else 0, int(r.get(counter) or 0)) + 1
+        taken = [latest_version(layout, lost_ok=True), *version_names(layout)]
+        number = max([int(r.get(counter) or 0), *(version_number(v) for v in taken if v)]) + 1
         r.set(counter, number, ex=protocol.JOB_TTL_SECONDS)
     return version_name(number)
 
@@ -186,8 +189,14 @@ def swap(layout: Layout, redis_url: str, version: str,
     with _lock(layout, redis_url):
         if lease is not None:
             lease.check("publication")
-        latest = latest_version(layout)
+        latest = latest_version(layout, lost_ok=True)   # a lost LATEST: this one replaces it
         if latest is not None and version_number(latest) > version_number(version):
             return False, latest
-        point_latest(layout, version)
+        try:
+            point_latest(layout, version)
+        except Exception:
+            # a write whose answer was lost may have landed: then the version is published,
+            # and the compute must not delete it
+            if latest_version(layout, lost_ok=True) != version:
+                raise
     return True, latest

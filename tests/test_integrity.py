@@ -1,7 +1,8 @@
 """Statistics files check themselves, and a failed compute loses nothing: --allow-partial exits
 0 after publishing, a partition computed by a failed compute answers `show --partition`, a
-corrupt or truncated statistics file is computed again instead of trusted, a lost LATEST or
-manifest falls back to the newest complete version."""
+corrupt or truncated statistics file is computed again instead of trusted, a lost or damaged
+LATEST, or a lost manifest, fails lookups clearly (never a guess at the published version) until
+the next compute publishes anew."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from metastore.layout import HISTOGRAMS, STATISTICS, Layout
+from metastore.manifest import LatestLost
 from metastore.reader import TableStatistics
 from metastore.store import DataFile
 from tests.tables import mixed, published_files, run_cli, write
@@ -102,17 +104,32 @@ def test_a_corrupt_version_fails_lookups_and_is_not_built_upon(tmp_path, run):
     assert published_files(f"{table}/_lakestats") == published_files(str(tmp_path / "clean"))
 
 
-def test_a_lost_latest_or_manifest_falls_back_to_the_newest_complete_version(tmp_path, run):
+def assert_lost(root, why: str) -> None:
+    """Lookups fail naming the statistics root and what to do, in the API and the CLI."""
+    with pytest.raises(LatestLost, match=why) as lost:
+        TableStatistics(str(root))
+    assert str(root) in str(lost.value) and "run lakestats compute" in str(lost.value)
+    shown = run_cli("show", str(root.parent), "--json")
+    assert shown.returncode == 1 and shown.stdout == "", shown.stdout
+    assert str(root) in shown.stderr and why in shown.stderr, shown.stderr
+
+
+def test_a_lost_latest_or_manifest_fails_lookups_until_a_compute_publishes_anew(tmp_path, run):
     table = str(tmp_path / "t")
     write(tmp_path / "t" / "a.parquet", mixed(500, seed=1))
     run(table)
     write(tmp_path / "t" / "b.parquet", mixed(500, seed=2))
     run(table)
     root = tmp_path / "t" / "_lakestats"
-    (root / "LATEST").unlink()
-    assert TableStatistics(str(root)).version == "v000002"
-    (root / "versions" / "v000002" / "manifest.json").unlink()
-    stats = TableStatistics(str(root))
-    assert stats.version == "v000001" and stats.summary()["row_count"] == 500
-    report = run(table)                          # and a compute publishes anew, past both
-    assert report.version == "v000003" and report.row_count == 1000
+    (root / "LATEST").unlink()                   # v000002 is complete, but was it published?
+    assert_lost(root, "LATEST is missing")
+    report = run(table)                          # publishes anew, past both
+    assert report.published and report.version == "v000003" and report.row_count == 1000
+    assert TableStatistics(str(root)).version == "v000003"
+    (root / "versions" / "v000003" / "manifest.json").unlink()
+    assert_lost(root, "v000003, whose manifest.json is missing")   # not v000002
+    assert run(table).version == "v000004"
+    (root / "LATEST").write_text('{"vers')
+    assert_lost(root, "LATEST is damaged")
+    report = run(table)
+    assert report.version == "v000005" and TableStatistics(str(root)).summary()["row_count"] == 1000
