@@ -173,6 +173,7 @@ class RankTask:
     table: str | None = None        # sample: where the data file is
     rel_path: str | None = None
     samples: int | None = None
+    reading: tuple[str, ...] = ()   # sample: how a table format's file is read (formats.rows)
 
 
 @dataclass(frozen=True)

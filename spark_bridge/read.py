@@ -8,12 +8,11 @@ a table format's files, with the rows its reader defines (deletes applied).
 """
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from core import types as ty
-from formats import FormatError, Selection, Snapshot, open_snapshot
+from formats import FormatError, Snapshot
 from formats.rows import open_rows
 from metastore.layout import Layout
 from metastore.reader import TableStatistics
@@ -23,18 +22,28 @@ from pruning import prune as prune_files
 
 
 def prune(table_uri: str, where: str | None = None, limit: int | None = None,
-          order_by: str | None = None, *, stats_root: str | None = None) -> PruneResult:
-    """kept (in scan order) / skipped / fully_matching data files, relative to the table."""
-    return prune_files(Layout.of_table(table_uri, stats_root).uri, where, limit, order_by)
+          order_by: str | None = None, *, stats_root: str | None = None,
+          assume_current: bool = False, time_zone: str | None = None) -> PruneResult:
+    """kept (in scan order) / skipped / fully_matching / unknown data files, relative to the
+    table. Files newer than the statistics are `unknown`: kept, never skipped, unless
+    `assume_current` (pruning.freshness). Timestamps without a zone are read in `time_zone`
+    (None: UTC; `read` takes the Spark session's)."""
+    return prune_files(Layout.of_table(table_uri, stats_root).uri, where, limit, order_by,
+                       table_uri=table_uri, assume_current=assume_current, time_zone=time_zone)
 
 
 def read(spark, table_uri: str, where: str | None = None, order_by: str | None = None,
-         limit: int | None = None, *, stats_root: str | None = None):
+         limit: int | None = None, *, stats_root: str | None = None,
+         assume_current: bool = False):
+    """The table's rows (where, ordered, limited) from only the files the query can need, as
+    the table is now: files newer than the statistics are read whole, files gone are not
+    read (`assume_current` trusts the statistics instead of listing the table). Timestamps
+    without a zone are read in the session's time zone, as Spark reads them."""
     stats = TableStatistics(Layout.of_table(table_uri, stats_root).uri)
-    result = prune_files(stats, where, limit, order_by)
-    form = stats.manifest.get("format", "parquet")
-    df = files_frame(spark, table_uri, result.kept, snapshot=None if form == "parquet" else
-                     open_snapshot(table_uri, Selection(form, stats.manifest["snapshot"])))
+    result = prune_files(stats, where, limit, order_by, table_uri=table_uri,
+                         assume_current=assume_current, time_zone=session_time_zone(spark))
+    df = files_frame(spark, table_uri, result.kept,
+                     snapshot=result.freshness.snapshot_to_read())
     if where:
         df = df.where(where)
     if order_by:
@@ -77,6 +86,10 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
         spark.conf.set(threshold, saved)
 
 
+def session_time_zone(spark) -> str:
+    return spark.conf.get("spark.sql.session.timeZone")
+
+
 def _order(order_by: str):
     from pyspark.sql import functions as F
     column, descending = parse_order(order_by)
@@ -97,13 +110,8 @@ def _through_arrow(spark, table: Store, kept: list[DataFile],
     `first`: the file whose columns an empty frame takes (else the first one listed)."""
     parts = []
     for file in kept:
-        parquet, deleted = open_rows(table, file.rel_path, file.reading)
-        part = parquet.read()
-        if deleted is not None and len(deleted):
-            keep = np.ones(part.num_rows, bool)
-            keep[deleted[deleted < part.num_rows]] = False
-            part = part.filter(keep)
-        parts.append(_as_table(part, file, columns))
+        rows = open_rows(table, file.rel_path, file.reading).read()
+        parts.append(_as_table(rows, file, columns))
     if not parts:
         return _empty(spark, table, columns, first)
     return _frame(spark, pa.concat_tables(parts, promote_options="permissive"))

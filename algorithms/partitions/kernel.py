@@ -18,7 +18,7 @@ from core import udf
 from core.batching import runs
 from core.settings import PartitionSettings
 from formats import FormatError
-from formats.rows import kept_mask, open_rows
+from formats.rows import Rows, open_rows
 from metastore import files, histograms
 from metastore.layout import STATISTICS
 from metastore.store import Store
@@ -46,8 +46,8 @@ def compute(table: Store, rel_path: str, settings: PartitionSettings = Partition
     # Bad data fails this partition for good (PartitionError); other I/O errors propagate, and
     # the coordinator retries them as it retries any failed invocation.
     try:
-        parquet, deleted = open_rows(table, rel_path, reading)
-        data_schema = parquet.schema_arrow
+        data = open_rows(table, rel_path, reading)
+        data_schema = data.schema
     except FileNotFoundError as e:
         raise PartitionError(f"{rel_path}: file not found") from e
     except PermissionError as e:
@@ -58,10 +58,10 @@ def compute(table: Store, rel_path: str, settings: PartitionSettings = Partition
         raise PartitionError(f"{rel_path}: {e}") from e
     statistics = udf.load(settings.statistics)
     rows, frequencies, binned, failed = [], [], [], {}
-    for batch in _column_batches(parquet, data_schema):
+    for batch in _column_batches(data.parquet, data_schema):
         fields = [data_schema.field(k) for k in batch]
-        for field, (row, counts, histogram, errors) in _columns(parquet, fields, settings,
-                                                                 statistics, rel_path, deleted):
+        for field, (row, counts, histogram, errors) in _columns(data, fields, settings,
+                                                                 statistics, rel_path):
             rows.append(row)
             for name, error in errors.items():
                 failed.setdefault(name, {})[field.name] = error
@@ -69,12 +69,10 @@ def compute(table: Store, rel_path: str, settings: PartitionSettings = Partition
                 frequencies.append((field.name, counts))
             if histogram is not None:
                 binned.append((field.name, field.type, histogram))
-    row_count = parquet.metadata.num_rows - (0 if deleted is None else int(np.count_nonzero(
-        deleted < parquet.metadata.num_rows)))
-    return PartitionStats(files.statistics_table(rows, data_schema, row_count, statistics,
+    return PartitionStats(files.statistics_table(rows, data_schema, data.num_rows, statistics,
                                                  failed),
                           files.frequencies_table(frequencies),
-                          histograms.histograms_table(binned), row_count)
+                          histograms.histograms_table(binned), data.num_rows)
 
 
 def _column_batches(parquet: pq.ParquetFile, data_schema: pa.Schema) -> Iterator[list[int]]:
@@ -101,31 +99,25 @@ def _top_level(path: str, top: dict[str, int]) -> int:
     return len(top)
 
 
-def _columns(parquet: pq.ParquetFile, fields: list[pa.Field], settings: PartitionSettings,
-             statistics: list[udf.Statistic], rel_path: str, deleted: np.ndarray | None = None
+def _columns(data: Rows, fields: list[pa.Field], settings: PartitionSettings,
+             statistics: list[udf.Statistic], rel_path: str
              ) -> Iterator[tuple[pa.Field, tuple]]:
     """Each of the fields with its statistics row, value counts, histogram and the errors
-    of user-defined statistics; rows at the `deleted` positions are left out."""
+    of user-defined statistics."""
     stats = [ColumnStats(f.name, f.type, settings.max_bins, settings.bloom_min_distinct,
                          statistics, settings.range_set_size) for f in fields]
     field = None
     try:        # not OSError: retried
-        start = 0
-        for group in range(parquet.num_row_groups):
-            field = None               # a read error names no column unless one is read alone
-            table = parquet.read_row_group(group, columns=[f.name for f in fields])
-            keep = None if deleted is None else kept_mask(deleted, start, table.num_rows)
-            start += table.num_rows
-            if keep is not None:
-                table = table.filter(keep)
+        for table in data.row_groups([f.name for f in fields]):
             for field, column, chunk in zip(fields, stats, table.columns):
                 column.add(chunk.combine_chunks())
+            field = None               # a read error names no column unless one is read alone
         for field, column in zip(fields, stats):
             yield field, (*column.finish(), column.plugins.errors)
     except (pa.ArrowException, ValueError, OverflowError) as e:
         if field is None and len(fields) > 1:       # read alone, a bad column names itself
             for f in fields:
-                yield from _columns(parquet, [f], settings, statistics, rel_path, deleted)
+                yield from _columns(data, [f], settings, statistics, rel_path)
             return
         where = f"column {field.name!r}" if field else f"column {fields[0].name!r}"
         raise PartitionError(f"{rel_path}: {where}: {e}") from e

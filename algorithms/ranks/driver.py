@@ -17,8 +17,10 @@ from fleet.fanout import Progress, fan_out, results
 from fleet.invokers import Invoker
 from fleet.jobs import JobScope
 from fleet.protocol import RANK_MERGE, RANK_SAMPLE, RANK_SCATTER, RankTask, StepEvent
+from formats import FormatError, Selection, open_snapshot
 from metastore import files
 from metastore.layout import RANKS
+from metastore.manifest import record_file
 from metastore.reader import TableStatistics
 
 SAMPLES_PER_RANGE = 16
@@ -39,7 +41,9 @@ def compute_ranks(stats_root: str, invoker: Invoker, settings: Settings, columns
     unknown = [c for c in columns if c not in table_schema.names]
     if unknown:
         raise KeyError(f"no column {', '.join(map(repr, unknown))} in the table")
-    paths = [p["path"] for p in stats.partitions()]
+    partitions = stats.partitions()
+    paths = [p["path"] for p in partitions]
+    readings = _readings(stats, partitions)
     report = RanksReport(stats.version)
     totals: dict[str, list[int]] = {}
     steps, completed = 3 * len(paths) * len(columns), 0
@@ -56,14 +60,41 @@ def compute_ranks(stats_root: str, invoker: Invoker, settings: Settings, columns
     # runs travel through the object store; samples and splitters, small, through Redis
     with JobScope(settings.redis_url, stats.layout) as scope:
         for k, column in enumerate(columns):
-            totals[column] = _sort(scope, run, invoker.workers, paths, stats.manifest["table"],
-                                   k, table_schema.field(column), report)
+            totals[column] = _sort(scope, run, invoker.workers, paths, readings,
+                                   stats.manifest["table"], k, table_schema.field(column), report)
         _write(stats, scope, columns, totals, table_schema)
+    # readers take ranks.parquet once the manifest records it, whole
+    record_file(stats.layout, stats.version, RANKS)
     return report
 
 
-def _sort(scope: JobScope, run, workers: int, paths: list[str], table_uri: str, k: int,
-          field_: pa.Field, report: RanksReport) -> list[int]:
+def _readings(stats: TableStatistics, partitions: list[dict]) -> dict[str, tuple[str, ...]]:
+    """How each data file is read (formats.rows), from the table format's snapshot that the
+    version describes (a plain directory: its listing): ranks count the rows its statistics
+    count. Not one file's rows may be off: a file whose deletes lakestats cannot apply (Iceberg
+    equality deletes) has no exact ranks, nor a file that no longer reads as the statistics
+    read it (rewritten or removed since)."""
+    form, table_uri = stats.manifest.get("format", "parquet"), stats.manifest["table"]
+    inexact = stats.manifest.get("inexact", {})
+    for p in partitions:
+        if p["path"] in inexact:
+            raise FormatError(f"{table_uri}: {p['path']}: {inexact[p['path']]}: exact ranks "
+                              "and quantiles need every deleted row left out")
+    if not partitions:
+        return {}
+    snapshot = open_snapshot(table_uri, Selection(form, stats.manifest.get("snapshot")))
+    files = {f.rel_path: f for f in snapshot.files}
+    for p in partitions:
+        if p["path"] not in files or files[p["path"]].fingerprint != p["fingerprint"]:
+            raise FormatError(f"{table_uri}: {p['path']}: "
+                              f"{'gone' if p['path'] not in files else 'changed'} since "
+                              f"statistics version {stats.version} (run lakestats compute)")
+    return {path: f.reading for path, f in files.items()}
+
+
+def _sort(scope: JobScope, run, workers: int, paths: list[str],
+          readings: dict[str, tuple[str, ...]], table_uri: str, k: int, field_: pa.Field,
+          report: RanksReport) -> list[int]:
     """Steps 1-6 for column k; returns each range's count of values."""
     # as many ranges as workers can merge at once, at most one per partition, so that each
     # merge holds about its share of the column
@@ -71,7 +102,8 @@ def _sort(scope: JobScope, run, workers: int, paths: list[str], table_uri: str, 
     started = time.monotonic()
     encoded = files.encode_schema(pa.schema([field_]))
     sampled = run(scope, [StepEvent(RANK_SAMPLE, f"{field_.name} {p}", RankTask(
-        i, k, encoded, table_uri, p, SAMPLES_PER_RANGE * ranges)) for i, p in enumerate(paths)])
+        i, k, encoded, table_uri, p, SAMPLES_PER_RANGE * ranges, readings.get(p, ())))
+        for i, p in enumerate(paths)])
     sorted_at = time.monotonic()
     splitters = _splitters(scope.small.get_all(channel(k, "samples"), 0), ranges)
     scope.small.put(channel(k, "splitters"), 0, 0, pa.table({"value": splitters}))

@@ -12,6 +12,7 @@ from core.counting import sum_by_value, value_counts
 from core.exact import unscaled_int64
 from fleet.exchange import for_event
 from fleet.protocol import RankResult, StepEvent
+from formats.rows import open_rows
 from metastore import files
 from metastore.store import Store
 
@@ -34,13 +35,14 @@ def _merge_runs(runs: list[pa.Table]) -> pa.Table | None:
 
 
 def sample(event: StepEvent) -> RankResult:
-    """Step 1: sort this partition's column; keep the runs for step 5 and send the coordinator
-    an equi-depth sample (value, weight) from which it cuts equal-count ranges."""
+    """Step 1: sort this partition's column (the rows its table format defines); keep the runs
+    for step 5 and send the coordinator an equi-depth sample (value, weight) from which it
+    cuts equal-count ranges."""
     task = event.task
     field = files.decode_schema(task.field).field(0)
     exchange, small = for_event(event)
-    parquet = Store(task.table).open_parquet(task.rel_path)
-    column = parquet.read(columns=[field.name]).column(0).combine_chunks()
+    rows = open_rows(Store(task.table), task.rel_path, task.reading, whole=False)
+    column = rows.read([field.name]).column(0).combine_chunks()
     runs = sorted_runs(column.cast(ty.value_type(field.type)))
     me = task.index
     moved = exchange.put(channel(task.column, "sorted"), me, me, runs)
