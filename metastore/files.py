@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import schema
-from core import types as ty
 from core import udf
 from metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
 
@@ -233,14 +232,15 @@ def _may_hold(stats, names: list[str]) -> bool:
 # -- as JSON
 
 def column_statistics(table: pa.Table) -> list[dict]:
-    """statistics.parquet rows as JSON-ready dicts (sketches and plugin states left out;
-    non-finite floats as text)."""
+    """statistics.parquet rows as JSON-ready dicts (sketches and plugin states left out).
+    A non-finite float (the mean of +inf and -inf) is null, so that a number field is a
+    number or null in every row: nan_count, min and max say why."""
     keep = light_columns(table.column_names)
     rows = table.select(keep).to_pylist()
     for row in rows:
         for key, value in row.items():
             if isinstance(value, float) and not math.isfinite(value):
-                row[key] = ty.scalar_text(pa.scalar(value))
+                row[key] = None
     return rows
 
 

@@ -209,7 +209,8 @@ def test_decimal_extremes_sum_exactly(tmp_path, run):
 def test_float_specials_across_partitions(tmp_path, run):
     """NaN (three bit patterns), ±inf, -0.0 with 0.0, in partitions that hold only some of them:
     NaN counted apart and once as a distinct value, min/max over the rest, -0.0 and 0.0 one
-    value, infinities in bins of their own, mean and stddev as IEEE arithmetic has them."""
+    value, infinities in bins of their own, mean and stddev as IEEE arithmetic has them (null
+    in the summary where that is inf or NaN)."""
     layouts = [[NAN, NEG_NAN, NAN_PAYLOAD, None], [-0.0, 0.0, -0.0, None, 1.5], [INF, 2.0, NAN],
                [-INF, -0.0, 0.25], [FLOAT_TINY, -FLOAT_TINY, 0.0]]
     for p, values in enumerate(layouts):
