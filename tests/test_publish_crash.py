@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import metastore.store
+import metastore.s3
 from algorithms.ranks.driver import compute_ranks
 from core.settings import Settings
 from fleet import protocol
@@ -246,7 +246,7 @@ def blob_table(mib: int) -> pa.Table:
 
 def test_an_s3_write_that_fails_leaves_nothing_at_the_key(bucket, monkeypatch):
     name, proxy = bucket
-    monkeypatch.setattr(metastore.store, "PART_SIZE", 5 * 1024 * 1024)
+    monkeypatch.setattr(metastore.s3, "PART_SIZE", 5 * 1024 * 1024)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")      # the failed part is not retried
     s3_client.cache_clear()
     store = Store(f"s3://{name}/t")

@@ -122,6 +122,19 @@ def test_ranks_file_holds_sql_rank(tmp_path, run, invoker, settings):
         {"column": "s", "value": "d", "rank": 7, "count": 1}]
 
 
+def test_a_column_without_values_has_null_quantiles(tmp_path, run, invoker, settings):
+    """No partition sends a sample: no splitters, every quantile null, every rank zero."""
+    for name in ("a", "b"):
+        write(tmp_path / f"{name}.parquet", pa.table({"x": pa.array([None] * 4, pa.int64()),
+                                                      "y": [1, 2, 3, 4]}))
+    run(tmp_path)
+    compute_ranks(f"{tmp_path}/_lakestats", invoker, settings, ["x", "y"])
+    stats = TableStatistics(f"{tmp_path}/_lakestats")
+    assert stats.exact_quantiles("x", [0, 0.5, 1]) == [None, None, None]
+    assert stats.exact_quantiles("y", [0, 0.5, 1]) == ["1", "2", "4"]
+    assert stats.rank("x", "3") == {"column": "x", "value": "3", "smaller": 0, "count": 0}
+
+
 def test_approximate_quantiles_fall_within_their_bound(tmp_path, run):
     values = RNG.lognormal(3, 1, 40_000)
     for i in range(4):

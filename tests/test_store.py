@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from infra.faults import S3FaultProxy
-from metastore.store import TAIL, Store, s3_client
+from metastore.s3 import TAIL
+from metastore.store import Store, s3_client
 
 
 @pytest.fixture
