@@ -76,6 +76,8 @@ def scatter(event: StepEvent) -> RankResult:
 
 def _at_most(values: pa.Array, splitters: pa.Array) -> list[int]:
     """For each splitter, how many of the sorted values are <= it (NaN being the largest)."""
+    if not len(splitters):            # no sample anywhere: a column without values
+        return []
     keys, bounds = _order_keys(values), _order_keys(splitters)
     if keys is not None:                  # numbers: one binary search per splitter
         return np.searchsorted(keys, bounds, side="right").tolist()
