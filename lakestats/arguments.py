@@ -31,6 +31,32 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+MAX_COUNT = 10 ** 9     # a count past it is a typo (Python's ints have no bound, C's below them do)
+MAX_SECONDS = 10 ** 9
+
+
+def number(kind: type, low, high, low_open: bool = False):
+    """An argparse type: a `kind` (int or float) in [low, high], or (low, high] when
+    `low_open`; checked before any work starts (NaN and infinities are never in range)."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {'a whole number' if kind is int else 'a number'}") from None
+        if not ((low < value) if low_open else (low <= value)) or not value <= high:
+            raise argparse.ArgumentTypeError(
+                f"{text} is not in {'(' if low_open else '['}{low}, {high}]")
+        return value
+    return parse
+
+
+COUNT = number(int, 1, MAX_COUNT)
+THRESHOLD = number(int, 0, MAX_COUNT)
+WORKERS = number(int, 1, 10_000)
+SECONDS = number(float, 0, MAX_SECONDS)
+
+
 def catalog_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--catalog", metavar="URI",
                    help="find the Iceberg table in this catalog (sqlite:///cat.db or "
@@ -39,6 +65,26 @@ def catalog_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--table-name", metavar="NS.NAME", help="the table's name in --catalog")
     c.add_argument("--catalog-name", metavar="NAME", default="default",
                    help="the name --catalog registers its tables under (default: default)")
+
+
+def planning_options(c: argparse.ArgumentParser) -> None:
+    """What a plan over the statistics assumes: the table's freshness, the time zone."""
+    c.add_argument("--assume-current", action="store_true",
+                   help="trust that the statistics describe the table as it is now: skip the "
+                        "listing that finds files landed, rewritten or removed since (by "
+                        "default such files are read whole, never skipped)")
+    c.add_argument("--time-zone", metavar="ZONE", type=_time_zone, default="UTC",
+                   help="the zone a timestamp without one is read in, as Spark's "
+                        "spark.sql.session.timeZone (default: UTC)")
+
+
+def _time_zone(name: str) -> str:
+    from pruning.ranges import zone_of
+    try:
+        zone_of(name)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return name
 
 
 def parser() -> argparse.ArgumentParser:
@@ -60,15 +106,18 @@ def parser() -> argparse.ArgumentParser:
 
     c = table_command("compute", "compute (incrementally) and publish the table's statistics",
                       COMPUTE_EXITS)
-    c.add_argument("--bins", type=int,
+    c.add_argument("--create", action="store_true",
+                   help="publish an empty version when nothing is at TABLE yet (without it, "
+                        "a path with nothing there is an error: a mistyped one, most likely)")
+    c.add_argument("--bins", type=number(int, 1, 10_000),
                    help=f"histogram bins (default {defaults.DEFAULT_BINS}, or $LAKESTATS_BINS)")
     c.add_argument("--frequency-algorithm", choices=["auto", *defaults.FREQUENCY_ALGORITHMS],
                    help="how exact table-level frequencies are reduced (default: auto, chosen "
                         "per column from the partitions' counts)")
-    c.add_argument("--low-distinct-max", type=int, metavar="N",
+    c.add_argument("--low-distinct-max", type=THRESHOLD, metavar="N",
                    help="auto: low-distinct when the partitions' distinct counts sum to at most "
                         f"N (default {defaults.LOW_DISTINCT_MAX})")
-    c.add_argument("--low-duplicate-max", type=int, metavar="N",
+    c.add_argument("--low-duplicate-max", type=THRESHOLD, metavar="N",
                    help="auto: low-duplicate when at most N values can repeat "
                         f"(default {defaults.LOW_DUPLICATE_MAX})")
     c.add_argument("--exact", action="store_true",
@@ -77,20 +126,20 @@ def parser() -> argparse.ArgumentParser:
                         "compaction, marked with the version they last described")
     c.add_argument("--all-values", action="store_true",
                    help="list values seen once too, also for near-unique columns")
-    c.add_argument("--bloom-min-distinct", type=int, metavar="N",
+    c.add_argument("--bloom-min-distinct", type=THRESHOLD, metavar="N",
                    help="write a partition Bloom filter for columns with more than N distinct "
                         f"values in the partition (default {defaults.BLOOM_MIN_DISTINCT})")
-    c.add_argument("--range-set-size", type=int, metavar="N",
+    c.add_argument("--range-set-size", type=COUNT, metavar="N",
                    help="ranges per partition range-set of numeric and temporal columns, for "
                         f"join pruning (default {defaults.RANGE_SET_SIZE}, or "
                         "$LAKESTATS_RANGE_SET_SIZE)")
     c.add_argument("--allow-partial", action="store_true",
                    help="publish over the good partitions when some files fail; "
                         "the missing ones are recorded, and the exit status is 0")
-    c.add_argument("--wait", type=float, metavar="SECONDS",
+    c.add_argument("--wait", type=SECONDS, metavar="SECONDS",
                    help="how long to wait while another compute of the table runs (default "
                         f"{defaults.LOCK_WAIT_SECONDS:g}; 0 fails at once)")
-    c.add_argument("--workers", type=int, help="concurrent workers (default: CPU count)")
+    c.add_argument("--workers", type=WORKERS, help="concurrent workers (default: CPU count)")
     c.add_argument("--invoker", choices=["local", "lambda", "spark"], default="local",
                    help="local worker processes (default), AWS Lambda, or Spark tasks "
                         "(the active or a local SparkSession; SPARK_MASTER picks the master)")
@@ -98,9 +147,10 @@ def parser() -> argparse.ArgumentParser:
                    help="the steps function for --invoker lambda (default: "
                         "$LAKESTATS_STEPS_FUNCTION)")
     c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
-    c.add_argument("--max-attempts", type=int, metavar="N",
+    c.add_argument("--max-attempts", type=number(int, 1, 1000), metavar="N",
                    help=f"attempts per call of a step (default {defaults.MAX_ATTEMPTS})")
-    c.add_argument("--timeout", type=float, metavar="SECONDS",
+    c.add_argument("--timeout", type=number(float, 0, MAX_SECONDS, low_open=True),
+                   metavar="SECONDS",
                    help="a call of any step (a partition, a frequency or sort step) running "
                         "longer is stopped and retried; on Lambda and Spark, which cannot stop "
                         "one call, it is left running and retried "
@@ -142,7 +192,7 @@ def parser() -> argparse.ArgumentParser:
     c = table_command("histogram", "show a column's histogram")
     c.add_argument("column", metavar="COLUMN")
     c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
-    c.add_argument("--rows", type=int, default=24, help="bars to draw (default 24)")
+    c.add_argument("--rows", type=COUNT, default=24, help="bars to draw (default 24)")
     c.add_argument("--range", metavar="LOW..HIGH", dest="value_range",
                    help="only the bins that overlap [LOW, HIGH], in the column's canonical "
                         "text (e.g. -10..30, 1995-01-01..1995-12-31; LOW.. or ..HIGH leave "
@@ -150,13 +200,14 @@ def parser() -> argparse.ArgumentParser:
 
     c = table_command("frequencies", "exact value frequencies of a column, most frequent first")
     c.add_argument("column", metavar="COLUMN")
-    c.add_argument("--top", type=int, metavar="K", help="only the K most frequent values")
+    c.add_argument("--top", type=COUNT, metavar="K", help="only the K most frequent values")
     c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
 
     c = table_command("prune", "the data files a query must read (filter, LIMIT, top-k pruning)")
     c.add_argument("--where", metavar="EXPR", help="a Spark SQL boolean expression")
-    c.add_argument("--limit", type=int, metavar="K", help="the query's LIMIT")
+    c.add_argument("--limit", type=THRESHOLD, metavar="K", help="the query's LIMIT")
     c.add_argument("--order-by", metavar="'COL [ASC|DESC]'", help="the query's ORDER BY")
+    planning_options(c)
 
     c = sub.add_parser(
         "prune-query", help="the data files each table of a SQL query must read: filter "
@@ -171,6 +222,7 @@ def parser() -> argparse.ArgumentParser:
                    help="a Spark SQL query, or a file holding one")
     c.add_argument("--table", action="append", required=True, metavar="NAME=PATH",
                    help="a table the query names and its root (repeat for each table)")
+    planning_options(c)
     c.add_argument("--json", action="store_true", help="machine-readable output")
 
     c = table_command(
@@ -193,12 +245,14 @@ def parser() -> argparse.ArgumentParser:
                    "(after -- if it starts with a dash: where T c -- -5)")
 
     def sort_options(c):
-        c.add_argument("--workers", type=int, help="concurrent workers for the distributed sort")
+        c.add_argument("--workers", type=WORKERS,
+                       help="concurrent workers for the distributed sort")
         c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
 
     c = table_command("quantiles", "quantiles of a column: from sketches, or exact (--exact)")
     c.add_argument("column", metavar="COLUMN")
-    c.add_argument("q", metavar="Q", type=float, nargs="+", help="fractions in [0, 1]")
+    c.add_argument("q", metavar="Q", type=number(float, 0, 1), nargs="+",
+                   help="fractions in [0, 1]")
     c.add_argument("--exact", action="store_true",
                    help="percentile_disc from exact ranks (computed on the spot if missing)")
     sort_options(c)
@@ -216,9 +270,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--queue", required=True, metavar="SQS_URL")
     c.add_argument("--tables", metavar="s3://b/prefix[,...]",
                    help="table roots to maintain (default: $LAKESTATS_TABLES)")
-    c.add_argument("--window", type=float, default=2.0, metavar="SECONDS",
+    c.add_argument("--window", type=SECONDS, default=2.0, metavar="SECONDS",
                    help="coalesce a table's changes for this long before reducing (default 2)")
-    c.add_argument("--visibility", type=int, default=120, metavar="SECONDS",
+    c.add_argument("--visibility", type=number(int, 0, 43_200), default=120, metavar="SECONDS",
                    help="a message being handled stays invisible this long; if the watcher "
                         "dies it comes back after it (default 120)")
     c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
@@ -229,7 +283,8 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("demo", help="generate a TPC-H table, compute and show its statistics")
     c.add_argument("--dir", default=".demo", help="where the sample table goes (default .demo)")
-    c.add_argument("--scale", type=float, default=0.25,
+    c.add_argument("--scale", type=number(float, 0, 1000, low_open=True), default=0.25,
                    help="TPC-H scale factor (default 0.25: 1.5M lineitem rows)")
-    c.add_argument("--parts", type=int, default=12, help="files to split lineitem into")
+    c.add_argument("--parts", type=number(int, 1, 10_000), default=12,
+                   help="files to split lineitem into")
     return p

@@ -4,60 +4,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
+import signal
 import sys
 import warnings
 
-from core.settings import Settings, names
+from core.settings import names
 from lakestats import arguments, lookup_process, render
 from lakestats.arguments import EXIT_USAGE
+from lakestats.errors import CliError, UsageError, is_usage, message_of
+from lakestats.flags import coordinator, settings_of
 
 EXIT_FAILED = 1
 # commands that only read statistics: their process is set up for it (lakestats.lookup_process)
 LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "prune-query",
            "quantiles", "rank", "where"}
-
-
-class CliError(Exception):
-    """Printed as one line on stderr; the command exits non-zero."""
-
-
-# flag -> (settings group, setting); a flag left out keeps the environment's value or default
-FLAG_SETTINGS = {
-    "bins": ("partition", "max_bins"), "bloom_min_distinct": ("partition", "bloom_min_distinct"),
-    "range_set_size": ("partition", "range_set_size"),
-    "frequency_algorithm": ("frequencies", "algorithm"),
-    "low_distinct_max": ("frequencies", "low_distinct_max"),
-    "low_duplicate_max": ("frequencies", "low_duplicate_max"),
-    "all_values": ("frequencies", "all_values"),
-    "redis_url": (None, "redis_url"), "allow_partial": (None, "allow_partial"),
-    "exact": (None, "exact"),
-    "max_attempts": (None, "max_attempts"), "timeout": (None, "timeout"),
-    "workers": (None, "workers"), "function_name": (None, "steps_function"),
-    "window": (None, "reduce_window"), "wait": (None, "lock_wait"),
-}
-
-
-def _settings(args) -> Settings:
-    """The environment's settings, with the command's flags over them."""
-    given: dict = {"partition": {}, "frequencies": {}, None: {}}
-    for flag, (group, name) in FLAG_SETTINGS.items():
-        value = getattr(args, flag, None)
-        if value is not None and value is not False:
-            given[group][name] = value
-    if getattr(args, "statistics", None):    # files by absolute path: workers run elsewhere
-        given["partition"]["statistics"] = tuple(
-            os.path.abspath(spec) if spec.endswith(".py") else spec
-            for spec in names(args.statistics))
-    if getattr(args, "value_index", None):
-        given[None]["value_index"] = names(args.value_index)
-    if getattr(args, "tables", None):
-        given[None]["tables"] = tuple(t.rstrip("/") for t in names(args.tables))
-    settings = Settings.from_env(os.environ)
-    return dataclasses.replace(
-        settings, partition=dataclasses.replace(settings.partition, **given["partition"]),
-        frequencies=dataclasses.replace(settings.frequencies, **given["frequencies"]),
-        **given[None])
 
 
 def _stats_root(args) -> str:
@@ -73,47 +35,42 @@ def _open(args):
 
 
 def _print_json(obj) -> None:
-    print(json.dumps(obj, indent=2, default=str))
-
-
-@contextlib.contextmanager
-def _coordinator(args, name: str = "local"):
-    """Settings with a running Redis, and an invoker."""
-    from infra.redis_server import redis_url
-    settings = _settings(args)
-    # the invoker first: local workers import the steps while Redis and the caller start
-    if name == "spark":
-        from spark_bridge.invoker import SparkInvoker, local_session
-        invoker = SparkInvoker(local_session(settings.spark_master, settings.workers),
-                               settings.workers)
-    else:
-        from fleet.invokers import make_invoker
-        invoker = make_invoker(name, settings.workers, settings.steps_function)
-    with invoker, redis_url(settings.redis_url, os.environ.get("REDIS_PASSWORD")) as url:
-        yield dataclasses.replace(settings, redis_url=url), invoker
+    # the typed contract of lakestats/schemas: a value that is not plain JSON (NaN, infinity,
+    # an object) raises rather than printing as a token parsers reject or as a stray string
+    print(json.dumps(obj, indent=2, allow_nan=False))
 
 
 def cmd_compute(args) -> int:
+    from formats import Selection
+    from monostore.compute import compute, table_exists
+    from monostore.report import ComputeFailed
+    selection = Selection(args.format, args.snapshot, args.as_of, args.catalog, args.table_name,
+                          args.catalog_name)
+    table_exists(args.table, args.create, selection)     # before any worker or Redis starts
     with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
-            _coordinator(args, args.invoker) as (settings, invoker):
-        from formats import Selection
-        from monostore.compute import ComputeFailed, compute
+            coordinator(args, args.invoker) as (settings, invoker):
         try:
             report = compute(args.table, invoker, settings, stats_root=args.stats_root,
                              progress=progress, notice=lambda message: print(
                                  f"lakestats: {message}", file=sys.stderr, flush=True),
-                             selection=Selection(args.format, args.snapshot, args.as_of,
-                                                 args.catalog, args.table_name,
-                                                 args.catalog_name))
+                             selection=selection, create=args.create)
         except ComputeFailed as e:
             report, failure = e.report, str(e)
         else:
             failure = None
-        ranks = None
+        ranks = unranked = None
         if args.ranks and report.version and not failure:
             from algorithms.ranks.driver import compute_ranks
-            ranks = compute_ranks(_stats_root(args), invoker, settings, args.ranks.split(","),
-                                  progress=progress)
+            from metastore.reader import TableStatistics
+            try:           # the columns are known once the version is
+                published = TableStatistics(_stats_root(args))
+                for column in names(args.ranks):
+                    _column(published, column)
+            except UsageError as e:
+                unranked = UsageError(f"--ranks: {e}; version {report.version} has no ranks")
+            else:
+                ranks = compute_ranks(_stats_root(args), invoker, settings,
+                                      list(names(args.ranks)), progress=progress)
     for reason in report.failed.values():
         print(f"lakestats: failed: {reason}", file=sys.stderr)
     for message in report.statistic_failures:
@@ -124,6 +81,8 @@ def cmd_compute(args) -> int:
         render.compute_report(report)
     if failure:
         raise CliError(failure)
+    if unranked:
+        raise unranked
     return 0       # published; under --allow-partial, the failed files are reported above
 
 
@@ -172,7 +131,9 @@ def cmd_histogram(args) -> int:
     except ValueError as e:
         print(f"lakestats: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    bins = _open(args).histogram(args.column, args.partition, low, high)
+    stats = _open(args)
+    _column(stats, args.column)
+    bins = stats.histogram(args.column, args.partition, low, high)
     if args.json:
         _print_json({"column": args.column, "bins": bins})
     else:
@@ -181,7 +142,9 @@ def cmd_histogram(args) -> int:
 
 
 def cmd_frequencies(args) -> int:
-    result = _open(args).frequency_list(args.column, args.partition, args.top)
+    stats = _open(args)
+    _column(stats, args.column)
+    result = stats.frequency_list(args.column, args.partition, args.top)
     if args.json:
         _print_json(result)
     else:
@@ -190,7 +153,9 @@ def cmd_frequencies(args) -> int:
 
 
 def cmd_where(args) -> int:
-    result = _open(args).partitions_with(args.column, args.value)
+    stats = _open(args)
+    _column(stats, args.column, args.value)
+    result = stats.partitions_with(args.column, args.value)
     if args.json:
         _print_json(result)
     else:
@@ -205,15 +170,23 @@ def cmd_where(args) -> int:
 def cmd_prune(args) -> int:
     from pruning import PredicateError, prune
     try:
-        result = prune(_stats_root(args), args.where, args.limit, args.order_by)
+        result = prune(_stats_root(args), args.where, args.limit, args.order_by,
+                       table_uri=args.table, assume_current=args.assume_current,
+                       time_zone=args.time_zone)
     except PredicateError as e:
         print(f"lakestats: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
         _print_json(result.as_json())
     else:
+        _notice(result.freshness.notice())
         render.pruning(result)
     return 0
+
+
+def _notice(message: str | None) -> None:
+    if message:
+        print(f"lakestats: note: {message}", file=sys.stderr)
 
 
 def cmd_prune_query(args) -> int:
@@ -239,15 +212,19 @@ def cmd_prune_query(args) -> int:
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always")
-            result = prune_query(query, tables)
+            result = prune_query(query, tables, assume_current=args.assume_current,
+                                 time_zone=args.time_zone)
     except PredicateError as e:
         print(f"lakestats: error: {e}".replace("\n", " "), file=sys.stderr)
         return EXIT_USAGE
     for note in notes:                  # a table without statistics, read whole
-        print(f"lakestats: note: {note.message}", file=sys.stderr)
+        _notice(str(note.message))
     if args.json:
         _print_json(result.as_json())
     else:
+        for name, table in result.tables.items():
+            if table.freshness is not None and table.freshness.notice():
+                _notice(f"{name}: {table.freshness.notice()}")
         render.query_pruning(result.as_json())
     return 0
 
@@ -286,18 +263,34 @@ def cmd_manifests(args) -> int:
     return 0
 
 
+def _column(stats, column: str, value: str | None = None) -> None:
+    """A usage error unless the version has the column and, with VALUE, VALUE (canonical
+    text) reads as the column's type: checked before any work starts."""
+    from metastore.reader import StatisticsNotFound
+    known = stats.schema().names
+    if column not in known:
+        from pruning.validate import unknown_column
+        raise UsageError(unknown_column(column, known))
+    if value is not None:
+        try:
+            stats.typed(value, stats.column_type(column))
+        except StatisticsNotFound as e:
+            raise UsageError(f"{column}: {e}") from None
+
+
 def _ensure_ranks(args, stats) -> None:
     """Exact answers need the version's ranks: compute them on the spot when missing."""
     if args.column in stats.ranked_columns():
         return
     from algorithms.ranks.driver import compute_ranks
     with render.progress_bar(f"exact ranks of {args.column} (distributed sort)") as progress, \
-            _coordinator(args) as (settings, invoker):
+            coordinator(args) as (settings, invoker):
         compute_ranks(_stats_root(args), invoker, settings, [args.column], progress=progress)
 
 
 def cmd_quantiles(args) -> int:
     stats = _open(args)
+    _column(stats, args.column)
     if args.exact:
         _ensure_ranks(args, stats)
         out = {"exact": True, "quantiles": _open(args).exact_quantiles(args.column, args.q)}
@@ -315,7 +308,9 @@ def cmd_quantiles(args) -> int:
 
 
 def cmd_rank(args) -> int:
-    _ensure_ranks(args, _open(args))
+    stats = _open(args)
+    _column(stats, args.column, args.value)           # before the distributed sort
+    _ensure_ranks(args, stats)
     result = _open(args).rank(args.column, args.value)
     if args.json:
         _print_json(result)
@@ -328,17 +323,17 @@ def cmd_rank(args) -> int:
 def cmd_watch(args) -> int:
     from infra.redis_server import redis_url
     from lakestats.watch import watch
-    settings = _settings(args)
+    settings = settings_of(args)
     if not settings.tables:
         raise CliError("which tables? --tables s3://bucket/prefix[,...] (or LAKESTATS_TABLES)")
-    with redis_url(settings.redis_url, os.environ.get("REDIS_PASSWORD")) as url:
+    with redis_url(settings.redis_url, settings.redis_password) as url:
         settings = dataclasses.replace(settings, redis_url=url)
         render.err.print(f"watching {args.queue} for {','.join(settings.tables)} (Ctrl-C stops)")
         try:
             watch(args.queue, settings, visibility_seconds=args.visibility,
                   on_reduced=lambda r: render.out.print(
-                      f"{r['table']}: version {r['version']} "
-                      f"{'published' if r['published'] else 'unchanged'}, {r['row_count']:,} rows, "
+                      f"{r['table']}: {render.outcome(r['version'], r['published'])}, "
+                      f"{r['row_count']:,} rows, "
                       f"computed {r['computed']}, reused {r['reused']}, removed {r['removed']}"))
         except KeyboardInterrupt:
             return 0
@@ -356,7 +351,7 @@ def cmd_local(args) -> int:
 
 def cmd_demo(args) -> int:
     from lakestats import demo
-    return demo.run(args, _settings(args))
+    return demo.run(args, settings_of(args))
 
 
 COMMANDS = {name[4:].replace("_", "-"): f for name, f in list(globals().items())
@@ -367,23 +362,25 @@ def main(argv: list[str] | None = None) -> int:
     args = arguments.parser().parse_args(argv)
     if argv is None and args.command in LOOKUPS:      # the command line's own process only
         lookup_process.prepare()
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)   # its warnings: a second line
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()           # a closed pipe shows here, not at exit
+        return code
     except KeyboardInterrupt:
         print("lakestats: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader left (| head): end quietly, as a process killed by SIGPIPE; stdout goes
+        # to /dev/null so that the interpreter's flush at exit does not fail again
+        with contextlib.suppress(OSError, ValueError):      # stdout is no file: nothing to do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback
         if os.environ.get("LAKESTATS_DEBUG"):
             raise
-        message = str(e) if isinstance(e, CliError) or _is_ours(e) else f"{type(e).__name__}: {e}"
-        print(f"lakestats: error: {message}".replace("\n", " "), file=sys.stderr)
-        return EXIT_FAILED
-
-
-def _is_ours(e: Exception) -> bool:
-    return type(e).__module__.split(".")[0] in (
-        "core", "metastore", "fleet", "algorithms", "monostore", "functions", "infra", "pruning",
-        "formats")
+        render.error(message_of(e))
+        return EXIT_USAGE if is_usage(e) else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -2,15 +2,26 @@
 from __future__ import annotations
 
 import contextlib
+import re
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from core.schema import STATISTIC_NAMES
 
-out = Console(width=None if Console().is_terminal else 160)   # pipes get a wide page
-err = Console(stderr=True)
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """The reader left (| head): raised to lakestats.cli.main, which ends quietly, as it
+        does for print's (rich's own way exits with status 1)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
+out = _Console(width=None if Console().is_terminal else 160)   # pipes get a wide page
+err = _Console(stderr=True)
 SHOWN = ("column", "type", "row_count", "null_count", "nan_count", "distinct_count", "min", "max",
          "mean", "stddev")
 
@@ -32,6 +43,14 @@ def progress_bar(label: str, enabled: bool = True):
         yield update
 
 
+def error(message: str) -> None:
+    """An error as one line on stderr, whatever the message holds (newlines, a library's
+    terminal escape codes): red on a terminal, plain text in a pipe or a file."""
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", message).split())
+    err.print(Text.assemble(("lakestats: error:", "bold red"), " ", text), soft_wrap=True,
+              highlight=False)
+
+
 def _short(value, width: int = 28) -> str:
     if value is None:
         return ""
@@ -41,10 +60,17 @@ def _short(value, width: int = 28) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def outcome(version: str | None, published: bool) -> str:
+    """What a compute did to the table's versions."""
+    if version is None:
+        return "nothing published"
+    return f"version {version} {'published' if published else 'unchanged'}"
+
+
 def compute_report(report) -> None:
-    state = "published" if report.published else "unchanged"
-    out.print(f"[bold]{report.table}[/]: version {report.version} {state}, "
-              f"{report.row_count:,} rows; computed {report.computed}, reused {report.reused}, "
+    rows = f", {report.row_count:,} rows" if report.version else ""
+    out.print(f"[bold]{report.table}[/]: {outcome(report.version, report.published)}{rows}; "
+              f"computed {report.computed}, reused {report.reused}, "
               f"removed {report.removed}, failed {len(report.failed)} "
               f"in {report.seconds:.1f} s")
 
@@ -136,8 +162,11 @@ def pruning(result) -> None:
     fully = set(result.fully_matching)
     out.print(f"read {len(result.kept)} of {total} files, skip {len(result.skipped)} "
               f"({len(fully & set(result.kept))} kept files match every row)")
+    unknown = set(result.unknown)
     for path in result.kept:
-        out.print(f"  {path}{'  (fully matching)' if path in fully else ''}", highlight=False)
+        tag = "  (fully matching)" if path in fully else \
+            "  (newer than the statistics)" if path in unknown else ""
+        out.print(f"  {path}{tag}", highlight=False)
 
 
 def query_pruning(result: dict) -> None:

@@ -335,7 +335,8 @@ def test_prune_query_command(chain, tmp_path):
     out = json.loads(done.stdout)
     assert set(out) == {"tables", "planning_ms"} and set(out["tables"]) == {"r", "s"}
     assert set(out["tables"]["s"]) == {"kept", "skipped", "files_before", "files_after_local",
-                                       "files_after_dips", "bytes_before", "bytes_after", "dips"}
+                                       "files_after_dips", "bytes_before", "bytes_after", "dips",
+                                       "unknown"}
     assert out["tables"]["s"]["kept"] == ["p0.parquet"]
     assert out["tables"]["s"]["skipped"] == ["p1.parquet", "p2.parquet", "p3.parquet"]
     bad = subprocess.run(args[:5] + ["SELECT FROM WHERE r ((", *args[6:]], capture_output=True,

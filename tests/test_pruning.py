@@ -50,7 +50,8 @@ def test_ranges_prune_and_fully_match(table):
     assert pruned("x = NULL") == ([], [])                         # null, never true
     assert pruned("x > 100 OR x IS NULL") == ([], [])
     assert pruned("rand() > x") == (["f1", "f2"], [])           # unknown: never prunes
-    assert pruned("no_such_column = 1") == (["f1", "f2"], [])
+    with pytest.raises(PredicateError, match="no_such_column"):     # Spark refuses it too
+        pruned("no_such_column = 1")
 
 
 def test_nulls_nan_and_infinities(table):
@@ -199,7 +200,8 @@ def test_cli_prune_json(tmp_path, run, capsys):
     assert main(["prune", str(tmp_path), "--where", "x > 12", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out == {"kept": ["region=r1/f.parquet", "region=r2/f.parquet"],
-                   "skipped": ["region=r0/f.parquet"], "fully_matching": ["region=r2/f.parquet"]}
+                   "skipped": ["region=r0/f.parquet"], "fully_matching": ["region=r2/f.parquet"],
+                   "unknown": [], "version": "v000001", "assume_current": False}
     assert main(["prune", str(tmp_path), "--where", "region = 'r1'", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["kept"] == ["region=r1/f.parquet"]
     assert main(["prune", str(tmp_path), "--order-by", "x DESC", "--limit", "1", "--json"]) == 0
