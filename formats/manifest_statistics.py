@@ -18,6 +18,7 @@ from metastore import files
 from metastore.index import read, value_type
 from metastore.layout import Layout
 from metastore.manifest import read_manifest
+from metastore.reader import StatisticsNotFound
 from metastore.store import Store
 
 SUFFIX = ".manifests.parquet"
@@ -111,8 +112,8 @@ class Stored:
         wanted = self.table_schema.names if columns is None else columns
         unknown = [c for c in wanted if c not in self.table_schema.names]
         if unknown:
-            raise KeyError(f"no column {unknown[0]!r} in the table (columns: "
-                           f"{', '.join(self.table_schema.names)})")
+            raise StatisticsNotFound(f"no column {unknown[0]!r} in the table (columns: "
+                                     f"{', '.join(self.table_schema.names)})")
         return self._file.read(columns=schema.MANIFEST_BASE + [
             schema.index_column_name(self.table_schema.get_field_index(c)) for c in wanted])
 

@@ -15,7 +15,7 @@ import functools
 import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import pyarrow as pa
@@ -37,42 +37,23 @@ from metastore.layout import FREQUENCIES, HISTOGRAMS, INDEX, STATISTICS, VALUE_I
 from metastore.manifest import point_snapshot, read_manifest, write_manifest
 from metastore.store import DataFile, Store
 from monostore import publish
+from monostore.report import ComputeFailed, NoSuchTable, Report
 
 # added partitions indexed at once: memory holds one batch's statistics, value sets and dicts
 INDEX_BATCH = 1_000
 
 
-@dataclass
-class Report:
-    table: str
-    version: str | None = None
-    published: bool = False
-    row_count: int = 0
-    computed: int = 0
-    reused: int = 0
-    removed: int = 0
-    failed: dict[str, str] = field(default_factory=dict)
-    retries: int = 0
-    frequencies: dict[str, dict] = field(default_factory=dict)   # column -> algorithm, bytes
-    # user-defined statistics that failed on a computed partition (the others are published)
-    statistic_failures: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    snapshot: dict = field(default_factory=dict)   # formats.Snapshot.describe()
-
-    def as_json(self) -> dict:
-        return {"table": self.table, "version": self.version, "published": self.published,
-                "row_count": self.row_count, "computed": self.computed, "reused": self.reused,
-                "removed": self.removed, "failed": len(self.failed),
-                "failures": self.failed, "retries": self.retries,
-                "frequencies": self.frequencies,
-                "statistic_failures": self.statistic_failures, **self.snapshot,
-                "seconds": round(self.seconds, 3)}
-
-
-class ComputeFailed(Exception):
-    def __init__(self, report: Report, reason: str):
-        super().__init__(reason)
-        self.report = report
+def table_exists(table_uri: str, create: bool = False, selection: Selection = Selection()
+                 ) -> bool:
+    """Whether anything is at the table's path (a catalog's table is where the catalog says).
+    Nothing there is an error unless `create`: a compute would publish an empty table at a
+    mistyped path, and write its statistics there."""
+    if selection.catalog or Store(table_uri).root_exists():
+        return True
+    if not create:
+        raise NoSuchTable(f"{table_uri}: no such table directory (a mistyped path?); nothing "
+                          "written (--create publishes an empty version for a table yet to come)")
+    return False
 
 
 @dataclass
@@ -109,19 +90,27 @@ class _Previous:
 def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
             stats_root: str | None = None, progress: Progress | None = None,
             notice: Callable[[str], None] | None = None,
-            deadline: float | None = None, selection: Selection = Selection()) -> Report:
+            deadline: float | None = None, selection: Selection = Selection(),
+            create: bool = False) -> Report:
     """A new version of the statistics of the table's `selection` (its format and snapshot;
     by default the current snapshot of the format found), computing only what changed. Needs
-    settings.redis_url. Holds the table's compute lock (`notice` hears why it waits); gives
-    up before the table-level work, or before publication, once past `deadline`
-    (time.monotonic)."""
+    settings.redis_url. Holds the table's compute lock (`notice` hears why it waits, and that
+    the table holds no data file); gives up before the table-level work, or before
+    publication, once past `deadline` (time.monotonic). A path with nothing there raises
+    NoSuchTable before anything is written, unless `create`."""
     started = time.monotonic()
+    exists = table_exists(table_uri, create, selection)
     udf.load(settings.partition.statistics)      # a plugin that does not load fails here
     layout = Layout.of_table(table_uri, stats_root)
     with publish.computing(layout, settings.redis_url, settings.lock_wait, notice,
                            deadline) as lease:
+        snapshot = open_snapshot(table_uri, selection) if exists else \
+            Snapshot("parquet", None, [])
+        if not snapshot.files and notice:
+            notice(f"warning: {table_uri} holds no data file: its statistics describe an "
+                   "empty table")
         return _compute(table_uri, layout, invoker, settings, progress, lease, started,
-                        open_snapshot(table_uri, selection))
+                        snapshot)
 
 
 def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Settings,
@@ -210,7 +199,8 @@ def reduce_table(table_uri: str, invoker: Invoker, settings: Settings,
     """A reduction that an event's window asked for: changes arriving from now on open the
     next window, as this compute may not see them."""
     reduction_started(settings.redis_url, table_uri)
-    return compute(table_uri, invoker, settings, deadline=deadline)
+    # a configured table emptied by the events (its prefix gone) gets its empty version
+    return compute(table_uri, invoker, settings, deadline=deadline, create=True)
 
 
 def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table,

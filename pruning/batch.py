@@ -124,13 +124,13 @@ def compare_all(op: type, a: _Columns, b: Range) -> FlagArrays:
         held = np.flatnonzero(a.values & a.known)
         if held.size:
             like = a.low[held[0]]
-            lows, highs = _aligned_all(a.low[held], b.low), _aligned_all(a.high[held], b.low)
-            c = aligned(b, like)
-            lo = Range(lows, highs)
-            try:
+            try:    # ValueError: a string Spark casts and lakestats cannot ('yesterday')
+                lows, highs = _aligned_all(a.low[held], b.low), _aligned_all(a.high[held], b.low)
+                c = aligned(b, like)
+                lo = Range(lows, highs)
                 t, f = COMPARISONS[op](lo, c)
                 true[held], false[held] = t, f
-            except TypeError:
+            except (TypeError, ValueError):
                 raise _Fallback from None
         true |= a.nan & NAN_LEFT[op]
         false |= a.nan & (not NAN_LEFT[op])

@@ -34,6 +34,7 @@ from pruning.batch import evaluate_all
 from pruning.freshness import Freshness, freshness
 from pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
 from pruning.ranges import session_zone
+from pruning.validate import unknown_column, validate
 from pruning.views import Candidate, candidates
 
 
@@ -43,7 +44,7 @@ class PruneResult:
     skipped: list[str] = field(default_factory=list)
     fully_matching: list[str] = field(default_factory=list)   # by the predicate alone
     unknown: list[str] = field(default_factory=list)          # newer than the statistics: kept
-    freshness: Freshness | None = None
+    freshness: Freshness | None = field(default=None, compare=False)   # what was planned against
 
     def as_json(self) -> dict:
         out = {"kept": self.kept, "skipped": self.skipped, "fully_matching": self.fully_matching,
@@ -84,6 +85,11 @@ def _prune(stats_root: str | TableStatistics, where: str | None, limit: int | No
         raise PredicateError(f"limit {limit}: must be at least 0")
     wanted = (columns_of(node) if node else set()) | ({order[0]} if order else set())
     parts, member_all = candidates(stats, wanted)
+    hive = set().union(*(p.view.table_columns for p in parts)) - set(schema.names)
+    if node is not None:
+        validate(node, schema, hive)
+    if order and order[0] not in schema.names and order[0] not in hive:
+        raise PredicateError(unknown_column(order[0], schema.names + sorted(hive)))
     now = freshness(table_uri or stats.manifest["table"], stats.manifest,
                     {p.path: p.fingerprint for p in parts}, assume_current)
     if node is not None:     # over every partition: member_all knows them by position

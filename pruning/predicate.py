@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 from dataclasses import replace
 from typing import Callable
 
@@ -355,10 +356,31 @@ class PredicateError(ValueError):
 
 
 def parse(where: str) -> E.Expression:
+    """One boolean expression: never a second statement after a ';'."""
     try:
-        return sqlglot.parse_one(where, read="spark")
-    except sqlglot.errors.ParseError as e:
-        raise PredicateError(f"cannot parse predicate {where!r}: {e}") from None
+        trees = [t for t in sqlglot.parse(where, read="spark") if t is not None]
+    except sqlglot.errors.SqlglotError as e:
+        raise PredicateError(f"cannot parse predicate {where!r}: {parse_error(e)}") from None
+    if len(trees) != 1:
+        raise PredicateError(f"predicate {where!r}: expected one expression, found "
+                             f"{len(trees)} statements" if trees else "an empty predicate")
+    if isinstance(trees[0], (E.Query, E.DDL, E.DML, E.Command, E.Set)):
+        raise PredicateError(f"predicate {where!r}: expected an expression, found a "
+                             f"{trees[0].key.upper()} statement")
+    return trees[0]
+
+
+def parse_error(e: sqlglot.errors.SqlglotError) -> str:
+    """sqlglot's error as one line of plain text: its message underlines the culprit with
+    terminal escape codes, on a second line."""
+    first = e.errors[0] if isinstance(e, sqlglot.errors.ParseError) and e.errors else None
+    if first is None:
+        text = str(e)
+    else:
+        text = f"{first['description']} at line {first['line']}, column {first['col']}" + (
+            f" (near {first['highlight']!r})" if first.get("highlight") else "")
+    text = re.sub(r"<class '(?:\w+\.)*(\w+)'>", r"\1", re.sub(r"\x1b\[[0-9;]*m", "", text))
+    return " ".join(text.split())
 
 
 def columns_of(node: E.Expression) -> set[str]:

@@ -5,7 +5,7 @@ import dataclasses
 
 from core.settings import Settings
 from infra.redis_server import redis_url
-from monostore.compute import Report
+from monostore.report import Report
 from monostore.compute import compute as compute_job
 from spark_bridge.invoker import SparkInvoker
 

@@ -13,7 +13,7 @@ from metastore.layout import HISTOGRAMS, Layout
 from metastore.manifest import read_manifest
 from metastore.reader import TableStatistics
 from metastore.store import Store
-from monostore.compute import ComputeFailed
+from monostore.report import ComputeFailed
 from tests.tables import mixed, statistics_without_sketches, write
 
 

@@ -21,7 +21,7 @@ from formats import FormatError, Selection, open_snapshot
 from metastore import files
 from metastore.layout import RANKS
 from metastore.manifest import record_file
-from metastore.reader import TableStatistics
+from metastore.reader import StatisticsNotFound, TableStatistics
 
 SAMPLES_PER_RANGE = 16
 RANGES_PER_WORKER = 4
@@ -40,7 +40,7 @@ def compute_ranks(stats_root: str, invoker: Invoker, settings: Settings, columns
     table_schema = stats.schema()
     unknown = [c for c in columns if c not in table_schema.names]
     if unknown:
-        raise KeyError(f"no column {', '.join(map(repr, unknown))} in the table")
+        raise StatisticsNotFound(f"no column {', '.join(map(repr, unknown))} in the table")
     partitions = stats.partitions()
     paths = [p["path"] for p in partitions]
     readings = _readings(stats, partitions)

@@ -1,0 +1,41 @@
+"""What a compute tells its caller: the report of a version, and the ways it fails."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Report:
+    table: str
+    version: str | None = None
+    published: bool = False
+    row_count: int = 0
+    computed: int = 0
+    reused: int = 0
+    removed: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    retries: int = 0
+    frequencies: dict[str, dict] = field(default_factory=dict)   # column -> algorithm, bytes
+    # user-defined statistics that failed on a computed partition (the others are published)
+    statistic_failures: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    snapshot: dict = field(default_factory=dict)   # formats.Snapshot.describe()
+
+    def as_json(self) -> dict:
+        return {"table": self.table, "version": self.version, "published": self.published,
+                "row_count": self.row_count, "computed": self.computed, "reused": self.reused,
+                "removed": self.removed, "failed": len(self.failed),
+                "failures": self.failed, "retries": self.retries,
+                "frequencies": self.frequencies,
+                "statistic_failures": self.statistic_failures, **self.snapshot,
+                "seconds": round(self.seconds, 3)}
+
+
+class ComputeFailed(Exception):
+    def __init__(self, report: Report, reason: str):
+        super().__init__(reason)
+        self.report = report
+
+
+class NoSuchTable(Exception):
+    """Nothing is at the table's path: a mistyped one, most likely."""
