@@ -106,3 +106,21 @@ def spark(tmp_path_factory):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def proxied_bucket(s3_endpoint, monkeypatch):
+    """A fresh bucket's name and the fault proxy every S3 request goes through (no faults
+    until the test sets them)."""
+    import uuid
+
+    import boto3
+
+    from infra.faults import S3FaultProxy
+    with S3FaultProxy(s3_endpoint) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        s3_client.cache_clear()
+        name = f"bucket-{uuid.uuid4().hex[:8]}"
+        boto3.client("s3").create_bucket(Bucket=name)
+        yield name, proxy
+    s3_client.cache_clear()

@@ -70,22 +70,27 @@ def compute_snapshot(table: str, invoker, settings, **selection):
 
 # -- Iceberg -------------------------------------------------------------------------------------
 
+def partitioned_iceberg(warehouse: Path, name: str):
+    """(catalog, table): an Iceberg table partitioned by `part`, after two appends."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    catalog = SqlCatalog("test", uri=f"sqlite:///{warehouse}/catalog.db",
+                         warehouse=f"file://{warehouse}")
+    catalog.create_namespace("lake")
+    table = catalog.create_table(f"lake.{name}", schema=batch(0).schema)
+    with table.update_spec() as spec:
+        spec.add_identity("part")
+    table.append(batch(0))
+    table.append(batch(1))
+    return catalog, table
+
+
 @pytest.fixture(scope="module")
 def iceberg(tmp_path_factory):
     """A partitioned Iceberg table through five commits: two appends, an overwrite of one
     partition, a delete (rewriting files) and position deletes; returns the table and the
     snapshot ids in commit order."""
-    from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.expressions import EqualTo, LessThan
-    warehouse = tmp_path_factory.mktemp("iceberg")
-    catalog = SqlCatalog("test", uri=f"sqlite:///{warehouse}/catalog.db",
-                         warehouse=f"file://{warehouse}")
-    catalog.create_namespace("lake")
-    table = catalog.create_table("lake.events", schema=batch(0).schema)
-    with table.update_spec() as spec:
-        spec.add_identity("part")
-    table.append(batch(0))
-    table.append(batch(1))
+    catalog, table = partitioned_iceberg(tmp_path_factory.mktemp("iceberg"), "events")
     table.overwrite(batch(2), overwrite_filter=EqualTo("part", 0))
     table.delete(LessThan("i32", 0))
     task = next(iter(table.scan().plan_files()))

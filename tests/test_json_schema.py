@@ -52,16 +52,8 @@ def lakestats(*argv: str) -> tuple[int, str, str]:
 
 def iceberg_table(warehouse: Path) -> str:
     """An Iceberg table (two appends) of the adversarial columns Iceberg can store."""
-    from pyiceberg.catalog.sql import SqlCatalog
-    from tests.test_formats import batch
-    catalog = SqlCatalog("schemas", uri=f"sqlite:///{warehouse}/catalog.db",
-                         warehouse=f"file://{warehouse}")
-    catalog.create_namespace("lake")
-    table = catalog.create_table("lake.edges", schema=batch(0).schema)
-    with table.update_spec() as spec:
-        spec.add_identity("part")
-    table.append(batch(0))
-    table.append(batch(1))
+    from tests.test_formats import partitioned_iceberg
+    _, table = partitioned_iceberg(warehouse, "edges")
     return table.location().removeprefix("file://")
 
 

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import shutil
-import uuid
 
 import boto3
 import numpy as np
@@ -22,7 +21,7 @@ from algorithms.ranks.driver import compute_ranks
 from core.settings import Settings
 from fleet import protocol
 from fleet.connections import client
-from infra.faults import S3FaultProxy, S3Faults
+from infra.faults import S3Faults
 from metastore.layout import LATEST, MANIFEST, RANKS, Layout
 from metastore.manifest import LatestLost, version_names
 from metastore.reader import StatisticsNotFound, TableStatistics
@@ -219,18 +218,6 @@ def test_a_table_never_computed_has_no_statistics_yet(tmp_path):
     assert shown.returncode == 1 and "no statistics published yet" in shown.stderr
 
 
-@pytest.fixture
-def bucket(s3_endpoint, monkeypatch):
-    """A fresh bucket behind a fault proxy (no faults until the test sets them)."""
-    with S3FaultProxy(s3_endpoint) as proxy:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-        s3_client.cache_clear()
-        name = f"publish-{uuid.uuid4().hex[:8]}"
-        boto3.client("s3").create_bucket(Bucket=name)
-        yield name, proxy
-    s3_client.cache_clear()
-
-
 def keys(bucket: str) -> list[str]:
     return [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=bucket).get("Contents", [])]
 
@@ -244,8 +231,8 @@ def blob_table(mib: int) -> pa.Table:
     return pa.table({"b": [rng.bytes(64 * 1024) for _ in range(16 * mib)]})
 
 
-def test_an_s3_write_that_fails_leaves_nothing_at_the_key(bucket, monkeypatch):
-    name, proxy = bucket
+def test_an_s3_write_that_fails_leaves_nothing_at_the_key(proxied_bucket, monkeypatch):
+    name, proxy = proxied_bucket
     monkeypatch.setattr(metastore.s3, "PART_SIZE", 5 * 1024 * 1024)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")      # the failed part is not retried
     s3_client.cache_clear()
@@ -269,8 +256,8 @@ def test_an_s3_write_that_fails_leaves_nothing_at_the_key(bucket, monkeypatch):
     assert keys(name) == ["t/whole.parquet"] and uploads(name) == []
 
 
-def test_latest_on_s3_is_read_through_transient_errors(bucket, run, monkeypatch):
-    name, proxy = bucket
+def test_latest_on_s3_is_read_through_transient_errors(proxied_bucket, run, monkeypatch):
+    name, proxy = proxied_bucket
     sink = pa.BufferOutputStream()
     pq.write_table(mixed(300, seed=1), sink)
     boto3.client("s3").put_object(Bucket=name, Key="t/a.parquet", Body=sink.getvalue().to_pybytes())

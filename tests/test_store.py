@@ -3,29 +3,21 @@ statistics file is one GET and no HEAD, ranges across the prefetched tail are ex
 missing object is FileNotFoundError, and a small Parquet output stream is one PUT."""
 from __future__ import annotations
 
-import uuid
 
-import boto3
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from infra.faults import S3FaultProxy
 from metastore.s3 import TAIL
-from metastore.store import Store, s3_client
+from metastore.store import Store
 
 
 @pytest.fixture
-def counted(s3_endpoint, monkeypatch):
+def counted(proxied_bucket):
     """A fresh bucket's Store and the proxy's per-method counter, reset before the test."""
-    with S3FaultProxy(s3_endpoint) as proxy:
-        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-        s3_client.cache_clear()
-        bucket = f"store-{uuid.uuid4().hex[:8]}"
-        boto3.client("s3").create_bucket(Bucket=bucket)
-        proxy.faults.served.clear()
-        yield Store(f"s3://{bucket}/t"), proxy.faults.served
-    s3_client.cache_clear()
+    bucket, proxy = proxied_bucket
+    proxy.faults.served.clear()
+    yield Store(f"s3://{bucket}/t"), proxy.faults.served
 
 
 def counts(served) -> dict:
