@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.errors import LakestatsError
+
 
 @dataclass
 class Histogram:
@@ -175,7 +177,7 @@ def _index(x: int | float, h: Histogram) -> int:
     return _float_index(x, h.exponent) if h.float_domain else int(x) >> h.exponent
 
 
-class GridChanged(Exception):
+class GridChanged(LakestatsError):
     """A histogram cannot be taken apart on its grid; merge it anew."""
 
 

@@ -30,6 +30,7 @@ import datasketches as ds
 import numpy as np
 import pyarrow as pa
 
+from core.errors import UsageError
 from core.schema import STATISTIC_NAMES
 
 STATE_SUFFIX = "__state"
@@ -37,7 +38,7 @@ VALUE_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string
                "bool": pa.bool_()}
 
 
-class PluginError(Exception):
+class PluginError(UsageError):
     """A plugin cannot be loaded or declares a statistic wrongly."""
 
 

@@ -15,6 +15,7 @@ import importlib
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from core.errors import FormatUnsupported
 from metastore.store import DataFile, Store, StoreError, s3_client
 
 FORMATS = ("parquet", "iceberg", "delta", "hudi")
@@ -24,7 +25,7 @@ DELETION_VECTOR = "delta-deletion-vector"        # version, data file URI, delet
 FILE_SLICE = "hudi-file-slice"                   # base file, log files (relative paths)
 
 
-class FormatError(StoreError):
+class FormatError(FormatUnsupported):
     """The table is not of the format asked for, or its snapshot cannot be read."""
 
 

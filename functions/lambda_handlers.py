@@ -26,6 +26,7 @@ from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idemp
 from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
 
 from algorithms.partitions.step import statistics_of_object
+from core.errors import LakestatsError
 from core.settings import Settings
 from fleet import protocol
 from fleet.connections import client, use_password
@@ -69,7 +70,7 @@ def _authenticate() -> None:
 ANSWER_SECONDS = 1.0
 
 
-class NoTimeLeft(Exception):
+class NoTimeLeft(LakestatsError):
     """Too little of the invocation's time is left to start this record: it goes back to
     the queue (a partial batch failure) for the next invocation."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote_plus
 
+from core.errors import LakestatsError
 from metastore.store import is_hidden
 
 
@@ -26,7 +27,7 @@ class Change:
         return f"s3://{self.bucket}/{self.key}"
 
 
-class BadEvent(ValueError):
+class BadEvent(LakestatsError, ValueError):
     """A message that is not a well-formed S3 notification; the message says what is wrong."""
 
 

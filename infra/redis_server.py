@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import redis
 
+from core.errors import ServiceUnavailable
 from fleet.connections import client, use_password
 
 
@@ -88,7 +89,7 @@ def redis_url(url: str | None = None, password: str | None = None):
         server.stop()
 
 
-class RedisUnavailable(Exception):
+class RedisUnavailable(ServiceUnavailable):
     """The given Redis cannot be used; the message says why (never with a password)."""
 
 

@@ -118,7 +118,7 @@ def _range(text: str) -> tuple[str | None, str | None]:
     """LOW..HIGH (either end may be left out) as its two texts."""
     cuts = [i for i in range(len(text) - 1) if text.startswith("..", i)]
     if not cuts:
-        raise ValueError(f"--range {text!r}: expected LOW..HIGH, e.g. -10..30 or 1995-01-01..")
+        raise UsageError(f"--range {text!r}: expected LOW..HIGH, e.g. -10..30 or 1995-01-01..")
     # "1.5..2" cuts once; of "1...2"'s cuts, the one leaving no dot at either side
     cut = next((i for i in cuts if not text[:i].endswith(".")
                 and not text[i + 2:].startswith(".")), cuts[0])
@@ -126,11 +126,7 @@ def _range(text: str) -> tuple[str | None, str | None]:
 
 
 def cmd_histogram(args) -> int:
-    try:
-        low, high = _range(args.value_range) if args.value_range else (None, None)
-    except ValueError as e:
-        print(f"lakestats: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    low, high = _range(args.value_range) if args.value_range else (None, None)
     stats = _open(args)
     _column(stats, args.column)
     bins = stats.histogram(args.column, args.partition, low, high)
@@ -168,14 +164,10 @@ def cmd_where(args) -> int:
 
 
 def cmd_prune(args) -> int:
-    from pruning import PredicateError, prune
-    try:
-        result = prune(_stats_root(args), args.where, args.limit, args.order_by,
-                       table_uri=args.table, assume_current=args.assume_current,
-                       time_zone=args.time_zone)
-    except PredicateError as e:
-        print(f"lakestats: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    from pruning import prune
+    result = prune(_stats_root(args), args.where, args.limit, args.order_by,
+                   table_uri=args.table, assume_current=args.assume_current,
+                   time_zone=args.time_zone)
     if args.json:
         _print_json(result.as_json())
     else:
@@ -190,33 +182,25 @@ def _notice(message: str | None) -> None:
 
 
 def cmd_prune_query(args) -> int:
-    from pruning import PredicateError
     from pruning.joins import prune_query
     tables = {}
     for item in args.table:
         name, sep, path = item.partition("=")
         if not (sep and name and path):
-            print(f"lakestats: error: --table {item!r}: expected NAME=PATH", file=sys.stderr)
-            return EXIT_USAGE
+            raise UsageError(f"--table {item!r}: expected NAME=PATH")
         if name.lower() in {t.lower() for t in tables}:     # Spark's names ignore case
-            print(f"lakestats: error: --table {name!r} is given twice", file=sys.stderr)
-            return EXIT_USAGE
+            raise UsageError(f"--table {name!r} is given twice")
         tables[name] = path
     query = args.sql
     if "\n" not in query and os.path.isfile(query):
         with open(query, encoding="utf-8") as f:
             query = f.read()
     elif query.strip().lower().endswith(".sql") and " " not in query.strip():
-        print(f"lakestats: error: --sql {query!r}: no such file", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        with warnings.catch_warnings(record=True) as notes:
-            warnings.simplefilter("always")
-            result = prune_query(query, tables, assume_current=args.assume_current,
-                                 time_zone=args.time_zone)
-    except PredicateError as e:
-        print(f"lakestats: error: {e}".replace("\n", " "), file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"--sql {query!r}: no such file")
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always")
+        result = prune_query(query, tables, assume_current=args.assume_current,
+                             time_zone=args.time_zone)
     for note in notes:                  # a table without statistics, read whole
         _notice(str(note.message))
     if args.json:
@@ -232,7 +216,6 @@ def cmd_prune_query(args) -> int:
 def cmd_manifests(args) -> int:
     from formats import FormatError, Selection, manifest_statistics
     from metastore.store import Store
-    from pruning import PredicateError
     from pruning.manifests import lookup
     stats = _open(args)
     if stats.manifest.get("format") != "iceberg":
@@ -249,11 +232,7 @@ def cmd_manifests(args) -> int:
     result = {"table": args.table, "format": "iceberg", "snapshot": stats.manifest["snapshot"],
               "version": stats.version, "partition_columns": stored.partition_columns,
               "field_ids": stored.field_ids}
-    try:
-        result["lookup"] = lookup(stored, columns, args.where)
-    except PredicateError as e:
-        print(f"lakestats: error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+    result["lookup"] = lookup(stored, columns, args.where)
     result["manifests"] = manifest_statistics.as_json(
         stored.read(columns), stored.table_schema, columns or stored.table_schema.names)
     if args.json:

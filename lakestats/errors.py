@@ -1,33 +1,48 @@
-"""The command line's errors: each is one line on stderr; a usage error exits 2, any other 1."""
+"""The project's errors, one hierarchy (defined at the bottom layer, in core.errors), and how the
+command line prints them: each is one line on stderr; a usage error exits 2, any other 1."""
 from __future__ import annotations
 
-import sys
+import contextlib
+import importlib
+
+from core.errors import (DataCorrupt, FormatUnsupported, LakestatsError, ServiceUnavailable,
+                         StatisticsMissing, TableNotFound, UsageError)
+
+__all__ = ["LakestatsError", "UsageError", "TableNotFound", "StatisticsMissing",
+           "FormatUnsupported", "DataCorrupt", "ServiceUnavailable", "CliError", "message_of",
+           "is_usage"]
+
+# the errors of the libraries a command talks to whose message alone says what failed (S3,
+# Redis, an Iceberg catalog), as (module, class): imported only to print an error, if installed
+LIBRARY_ERRORS = (("botocore.exceptions", "BotoCoreError"),
+                  ("botocore.exceptions", "ClientError"),
+                  ("redis.exceptions", "RedisError"), ("pyiceberg.exceptions", "RESTError"),
+                  ("pyiceberg.exceptions", "NoSuchTableError"),
+                  ("pyiceberg.exceptions", "NoSuchNamespaceError"),
+                  ("pyiceberg.exceptions", "NotInstalledError"))
 
 
-class CliError(Exception):
-    """Printed as one line on stderr; the command exits non-zero."""
+class CliError(LakestatsError):
+    """A command failed (a compute that published nothing, a missing setting): exit 1."""
 
 
-class UsageError(CliError):
-    """A bad argument (a column the table lacks, a value not of its type): exit 2."""
+def message_of(e: BaseException) -> str:
+    """The line printed for `e`: its message alone when that says what failed (a
+    LakestatsError, a file system error, which names the path, or one of LIBRARY_ERRORS);
+    anything else is a bug, printed with its type."""
+    if isinstance(e, (LakestatsError, OSError)) or isinstance(e, _library_errors()):
+        return str(e)
+    return f"{type(e).__name__}: {e}"
 
 
-def message_of(e: Exception) -> str:
-    """The line printed for `e`: its message, with its type when it is not one of ours (a bug,
-    or an error whose message alone would not say what failed)."""
-    return str(e) if isinstance(e, CliError) or _is_ours(e) else f"{type(e).__name__}: {e}"
+def _library_errors() -> tuple[type, ...]:
+    found = []
+    for module, name in LIBRARY_ERRORS:
+        with contextlib.suppress(ImportError, AttributeError):   # an optional library absent
+            found.append(getattr(importlib.import_module(module), name))
+    return tuple(found)
 
 
-def _is_ours(e: Exception) -> bool:
-    """An error whose message says what is wrong: the project's own, the file system's (it
-    names the path) and those of the services a command talks to. Anything else is a bug,
-    printed with its type."""
-    return isinstance(e, OSError) or type(e).__module__.split(".")[0] in (
-        "core", "metastore", "fleet", "algorithms", "monostore", "functions", "infra", "pruning",
-        "formats", "botocore", "redis", "pyiceberg")
-
-
-def is_usage(e: Exception) -> bool:
-    predicate = sys.modules.get("pruning.predicate")   # not imported: not its error
-    return isinstance(e, UsageError) or predicate is not None and isinstance(
-        e, predicate.PredicateError)
+def is_usage(e: BaseException) -> bool:
+    """A usage error (exit 2): a bad argument, a predicate that Spark would refuse."""
+    return isinstance(e, UsageError)

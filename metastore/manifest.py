@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 
+from core.errors import StatisticsMissing
 from metastore.layout import LATEST, MANIFEST, Layout
 from metastore.store import StoreError
 
@@ -49,7 +50,7 @@ def version_number(name: str) -> int:
     return int(name.lstrip("v"))
 
 
-class LatestLost(StoreError):
+class LatestLost(StatisticsMissing):
     """Which version is published cannot be told (LATEST lost or damaged, or the manifest it
     names gone): readers fail rather than guess; the next compute publishes anew."""
 

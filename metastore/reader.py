@@ -13,13 +13,14 @@ import pyarrow.parquet as pq
 
 from core import quantiles, schema
 from core import types as ty
+from core.errors import StatisticsMissing
 from metastore import files, histograms, index, value_index
 from metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
 from metastore.manifest import published_manifest, read_manifest, snapshot_version
 from metastore.store import Store
 
 
-class StatisticsNotFound(Exception):
+class StatisticsNotFound(StatisticsMissing):
     """Statistics asked for do not exist; the message says what is missing."""
 
 

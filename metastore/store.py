@@ -18,12 +18,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from core.errors import ServiceUnavailable
 from metastore import s3
 from metastore.s3 import s3_client, s3_filesystem  # noqa: F401 - the store's S3 clients
 
 
-class StoreError(Exception):
-    """An object store operation failed; the message names the object."""
+class StoreError(ServiceUnavailable):
+    """An object store operation failed (after retries of transient errors); the message
+    names the object."""
 
 
 @dataclass(frozen=True)

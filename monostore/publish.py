@@ -27,6 +27,7 @@ from typing import Callable
 
 import redis
 
+from core.errors import LakestatsError, ServiceUnavailable
 from fleet import protocol
 from fleet.connections import client
 from metastore.layout import Layout
@@ -41,15 +42,15 @@ def _lock(layout: Layout, redis_url: str):
                                   blocking_timeout=protocol.LOCK_TTL_SECONDS)
 
 
-class TableBusy(Exception):
+class TableBusy(ServiceUnavailable):
     """Another compute of the table held its lock for longer than this one would wait."""
 
 
-class LockLost(Exception):
+class LockLost(ServiceUnavailable):
     """The compute lock was taken from its holder: it must not publish."""
 
 
-class OutOfTime(Exception):
+class OutOfTime(LakestatsError):
     """The compute's deadline (its Lambda's time) would pass: it gives up, publishing nothing;
     the partitions' statistics written so far are kept for the next attempt."""
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.errors import LakestatsError, TableNotFound
+
 
 @dataclass
 class Report:
@@ -31,11 +33,13 @@ class Report:
                 "seconds": round(self.seconds, 3)}
 
 
-class ComputeFailed(Exception):
+class ComputeFailed(LakestatsError):
+    """The compute published nothing; its report says what was computed and what failed."""
+
     def __init__(self, report: Report, reason: str):
         super().__init__(reason)
         self.report = report
 
 
-class NoSuchTable(Exception):
+class NoSuchTable(TableNotFound):
     """Nothing is at the table's path: a mistyped one, most likely."""

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 from sqlglot import expressions as E
 
+from core.errors import LakestatsError
 from pruning.predicate import StatsView, evaluate, in_envelope, value_range
 from pruning.ranges import COMPARISONS, FLIPPED, MAYBE, NAN_LEFT, Flags, Range, aligned
 
@@ -39,7 +40,7 @@ class FlagArrays:
                 for t, f, n in zip(self.true, self.false, self.null)]
 
 
-class _Fallback(Exception):
+class _Fallback(LakestatsError):
     """This node is not of a vectorized shape: ask pruning.predicate, partition by partition."""
 
 

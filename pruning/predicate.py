@@ -22,6 +22,7 @@ from typing import Callable
 import sqlglot
 from sqlglot import expressions as E
 
+from core.errors import UsageError
 from pruning.ranges import (MAYBE, UNKNOWN, Flags, Months, Range, all_of, any_of, arith, compare,
                             literal, local, negated, successor, union)
 
@@ -351,7 +352,7 @@ def evaluate(node: E.Expression, p: StatsView) -> Flags:
     return _apply(BOOLEAN_RULES, node, p, MAYBE)
 
 
-class PredicateError(ValueError):
+class PredicateError(UsageError, ValueError):
     """The predicate is not valid Spark SQL."""
 
 

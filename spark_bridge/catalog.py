@@ -17,10 +17,11 @@ import numpy as np
 from core import histogram as hist
 from core import types as ty
 from core.binning import binning_values
+from core.errors import StatisticsMissing
 from metastore import histograms
 from metastore.layout import Layout
 from metastore.reader import TableStatistics
-from metastore.store import Store
+from pruning.freshness import freshness
 from spark_bridge import histogram as eqh
 
 MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1e-3}
@@ -30,19 +31,19 @@ BINNED_SPARK = NUMERIC_SPARK + ("date", "timestamp", "timestamp_ntz")
 SUPPORTED_SPARK = RANGED_SPARK + ("string", "binary")     # what ANALYZE TABLE covers
 
 
-class StaleStatistics(Exception):
+class StaleStatistics(StatisticsMissing):
     """The table's files changed since the published statistics version."""
 
 
 def check_fresh(table_uri: str, stats: TableStatistics) -> None:
-    current = {f.rel_path: f.fingerprint for f in Store(table_uri).list_files()}
+    """Refuse statistics that do not describe the table as it is now (pruning.freshness); files
+    that --allow-partial left out are known to the version and do not count."""
     published = {p["path"]: p["fingerprint"] for p in stats.partitions()}
-    published.update({p: None for p in stats.manifest.get("missing", {})})
-    changes = sorted(
-        [f"{p} (new)" for p in current.keys() - published.keys()]
-        + [f"{p} (removed)" for p in published.keys() - current.keys()]
-        + [f"{p} (changed)" for p in current.keys() & published.keys()
-           if published[p] is not None and published[p] != current[p]])
+    now = freshness(table_uri, stats.manifest, published)
+    left_out = set(stats.manifest.get("missing", {}))
+    changes = sorted([f"{p} ({'changed' if p in published else 'new'})"
+                      for p in now.unknown if p not in left_out]
+                     + [f"{p} (removed)" for p in now.gone])
     if changes:
         shown = ", ".join(changes[:5]) + (f" and {len(changes) - 5} more" if len(changes) > 5 else "")
         raise StaleStatistics(f"{table_uri}: statistics version {stats.version} is stale: {shown}; "

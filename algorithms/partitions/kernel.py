@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from algorithms.partitions.column_stats import ColumnStats
 from core import udf
 from core.batching import runs
+from core.errors import DataCorrupt
 from core.settings import PartitionSettings
 from formats import FormatError
 from formats.rows import Rows, open_rows
@@ -28,7 +29,7 @@ from metastore.store import Store
 READ_BATCH_BYTES = 64 << 20
 
 
-class PartitionError(Exception):
+class PartitionError(DataCorrupt):
     """The data file itself is bad (not Parquet, truncated, unreadable); retrying will not help."""
 
 

@@ -28,13 +28,14 @@ from core import histogram as hist
 from core import schema
 from core import types as ty
 from core.binning import binning_values
+from core.errors import DataCorrupt
 from metastore import files
 from metastore.histograms import histograms_table, read_histograms
 from metastore.layout import HISTOGRAMS, STATISTICS
 from metastore.store import Store
 
 
-class SchemaDriftError(Exception):
+class SchemaDriftError(DataCorrupt):
     """Partitions disagree on a column's type in a way no widening reconciles."""
 
 

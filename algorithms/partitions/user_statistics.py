@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from core import udf
+from core.errors import LakestatsError
 from metastore import files, index
 
 
@@ -25,7 +26,7 @@ class Previous:
     removed: set[str]             # and removed (or changed)
 
 
-class _Recompute(Exception):
+class _Recompute(LakestatsError):
     """The previous state cannot be carried: merge every partition's."""
 
 
