@@ -32,6 +32,7 @@ import types
 import typing
 from dataclasses import dataclass
 
+from core.errors import LakestatsError, ServiceUnavailable
 from core.settings import RANGE_SET_SIZE
 
 JOB_TTL_SECONDS = 6 * 3600
@@ -40,7 +41,7 @@ IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 IDEMPOTENCY_PREFIX = "lakestats:idempotency:change"
 
 
-class InvocationError(Exception):
+class InvocationError(ServiceUnavailable):
     """A call failed (the worker died, the function or the step raised): worth a retry."""
 
 
@@ -49,16 +50,16 @@ class Throttled(InvocationError):
     not counted as an attempt."""
 
 
-class StepFailed(Exception):
+class StepFailed(LakestatsError):
     """A call of a step failed after all its attempts; the message names the step and call."""
 
 
-class JobLost(StepFailed):
+class JobLost(StepFailed, ServiceUnavailable):
     """Redis lost a job's records (it restarted, or evicted them) while its steps shared them:
     results built on them cannot be trusted."""
 
 
-class ProtocolError(ValueError):
+class ProtocolError(LakestatsError, ValueError):
     """An event that is not a registered step's."""
 
 
@@ -183,20 +184,6 @@ class RankResult:
     bytes: int = 0
 
 
-@dataclass(frozen=True)
-class BatchTask:
-    """One SQS batch through the partition Lambda handler, off AWS (`lakestats watch`)."""
-    sqs_event: dict
-    seconds: float                  # the Lambda time the batch is given
-    settings: dict                  # core.settings.Settings, as JSON
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    response: dict                  # the handler's partial batch response
-    reductions: list[str]           # tables whose reduction window this batch opened
-
-
 PARTITION_STATISTICS = "algorithms.partitions.step.partition_statistics"
 FREQUENCY_SEND = "algorithms.frequencies.steps.send"
 FREQUENCY_CONFIRM = "algorithms.frequencies.steps.confirm"
@@ -204,7 +191,6 @@ FREQUENCY_REDUCE = "algorithms.frequencies.steps.reduce"
 RANK_SAMPLE = "algorithms.ranks.steps.sample"
 RANK_SCATTER = "algorithms.ranks.steps.scatter"
 RANK_MERGE = "algorithms.ranks.steps.merge"
-SQS_BATCH = "functions.local.sqs_batch"
 # step -> (its task, its result): the only functions a worker will run
 STEPS: dict[str, tuple[type, type]] = {
     PARTITION_STATISTICS: (PartitionTask, PartitionResult),
@@ -214,7 +200,6 @@ STEPS: dict[str, tuple[type, type]] = {
     RANK_SAMPLE: (RankTask, RankResult),
     RANK_SCATTER: (RankTask, RankResult),
     RANK_MERGE: (RankTask, RankResult),
-    SQS_BATCH: (BatchTask, BatchResult),
 }
 # what every invoker runs a StepEvent with: the steps function's code on AWS Lambda
 WORKER_ENTRY = "functions.worker.run"

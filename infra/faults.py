@@ -1,12 +1,13 @@
 """Fault injection for the local stack, used by the fault tests.
 
-- FaultPlan: worker processes kill themselves, or stall, at a chosen step (functions.faults
-  reads the plan; a worker process sees it when LAKESTATS_FAULTS is set as it starts).
+- FaultPlan: worker processes kill themselves, or stall, at a chosen step. Its `env` installs
+  `worker_hook` in the worker processes started under it (functions.worker imports the hooks
+  $LAKESTATS_WORKER_HOOKS names; the Lambda package holds neither this module nor a plan).
 - S3FaultProxy: an HTTP proxy in front of the S3 endpoint (moto's server, localstack) that
   answers some requests with 503 SlowDown or 500 InternalError, or drops the connection
   without an answer, as S3 does under load. Both boto3 and Arrow's S3 client go through it
   when AWS_ENDPOINT_URL points at it. It counts the requests it served, by method.
-- Lambda timeouts: functions.local.LocalContext(remaining=[...]).
+- Lambda timeouts: lakestats.local_lambda.LocalContext(remaining=[...]).
 - Redis restarts: infra.redis_server.EmbeddedRedis.restart.
 """
 from __future__ import annotations
@@ -15,18 +16,33 @@ import collections
 import http.client
 import http.server
 import json
+import os
+import signal
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlparse
+
+from fleet.protocol import StepEvent
 
 ERRORS = {503: ("SlowDown", "Please reduce your request rate."),
           500: ("InternalError", "We encountered an internal error. Please try again.")}
 
 
 class FaultPlan:
-    """A plan file for functions.faults, in `directory`."""
+    """A plan file in `directory`, which the worker processes started under `env` follow.
+
+    A plan is a JSON list of faults: {"step": "frequencies.send", "moment": "before" | "after"
+    | "during", "action": "kill" | "sleep", "times": n, "seconds": s}. "before" is before the
+    step runs, "after" once its result is recorded in Redis, "during" `seconds` into the step
+    (a kill, on a timer). "sleep" holds the step back `seconds`. Each fault fires `times`
+    times across all worker processes: a firing claims a marker file beside the plan, created
+    exclusively.
+    """
 
     def __init__(self, directory: Path):
         self.path = Path(directory) / "faults.json"
@@ -52,7 +68,7 @@ class FaultPlan:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"LAKESTATS_FAULTS": str(self.path)}
+        return {"LAKESTATS_FAULTS": str(self.path), "LAKESTATS_WORKER_HOOKS": WORKER_HOOK}
 
     def fired(self) -> int:
         return len(list(self.path.parent.glob(f"{self.path.name}.*.fired")))
@@ -64,6 +80,72 @@ class FaultPlan:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no fault of {self.path} fired within {seconds:g} s")
             time.sleep(0.05)
+
+
+# -- in a worker process: the plan's faults fired around each step
+
+WORKER_HOOK = "infra.faults.worker_hook"
+
+
+def worker_hook(env: Mapping[str, str]) -> Callable[[StepEvent], Iterator[None]]:
+    """The hook functions.worker runs around each step: the faults of the plan that
+    $LAKESTATS_FAULTS names."""
+    return partial(_around, env["LAKESTATS_FAULTS"])
+
+
+def _around(plan: str, call: StepEvent) -> Iterator[None]:
+    _fire(plan, call.name, "before")
+    timer = _arm(plan, call.name)
+    try:
+        yield                                   # the step runs
+    finally:
+        if timer:
+            timer.cancel()
+    yield                                       # its result is recorded
+    _fire(plan, call.name, "after")
+
+
+def _faults(plan: str, step: str, moment: str) -> list[tuple[int, dict]]:
+    with open(plan) as f:
+        return [(i, fault) for i, fault in enumerate(json.load(f))
+                if fault["step"] == step and fault.get("moment", "before") == moment]
+
+
+def _claim(plan: str, i: int, fault: dict) -> bool:
+    for n in range(fault.get("times", 1)):
+        try:
+            os.close(os.open(f"{plan}.{i}.{n}.fired", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except FileExistsError:
+            continue
+    return False
+
+
+def _kill() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fire(plan: str, step: str, moment: str) -> None:
+    """The plan's faults for `step` at `moment` ("before" or "after")."""
+    for i, fault in _faults(plan, step, moment):
+        if _claim(plan, i, fault):
+            if fault.get("action", "kill") == "kill":
+                _kill()
+            time.sleep(fault.get("seconds", 1.0))
+
+
+def _arm(plan: str, step: str) -> threading.Timer | None:
+    """The plan's "during" fault for `step`, on a timer that the step's end cancels."""
+    for i, fault in _faults(plan, step, "during"):
+        if _claim(plan, i, fault):
+            timer = threading.Timer(fault.get("seconds", 0.2), _kill)
+            timer.daemon = True
+            timer.start()
+            return timer
+    return None
+
+
+# -- S3
 
 
 @dataclass

@@ -14,8 +14,9 @@ from typing import Callable
 import boto3
 
 from core.settings import Settings
-from fleet.invokers import make_invoker
-from fleet.protocol import SQS_BATCH, BatchResult, BatchTask, StepEvent, from_json
+from fleet.invokers.local import LocalInvoker
+from fleet.protocol import StepEvent, from_json
+from lakestats.local_lambda import ENTRY, SQS_BATCH, BatchResult, BatchTask
 from monostore.compute import reduce_table
 
 
@@ -34,8 +35,8 @@ def watch(queue_url: str, settings: Settings, *, wait_seconds: int = 5,
     """Run until `stop()` says so (Ctrl-C from the command line). Needs settings.redis_url
     and settings.tables."""
     # one pool of workers: batches run in it side by side, as concurrent Lambda invocations
-    # would, and so do the reductions' steps
-    with make_invoker("local", settings.workers) as invoker:
+    # would, and so do the reductions' steps (its entry point runs both)
+    with LocalInvoker(settings.workers, entry=ENTRY) as invoker:
         watcher = _Watcher(queue_url, settings, visibility_seconds, invoker, on_reduced)
         while not stop():
             watcher.step(wait_seconds)
