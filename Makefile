@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-fast bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,15 @@ $(LOCALSTACK):
 
 test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK)
 	$(BIN)/lint-imports
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests
+
+# the edit loop: the linters, then the unit tests only (no service, no Spark, nothing slow);
+# markers select the rest: -m services, -m spark, -m slow
+test-fast: $(VENV)/.installed-test
+	$(BIN)/lint-imports
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q tests -m "unit and not slow"
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_compute.py

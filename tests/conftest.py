@@ -15,6 +15,27 @@ from infra.redis_server import EmbeddedRedis
 from metastore.store import s3_client
 from monostore.compute import compute
 
+# the fixtures that start a service (Redis, moto's S3 server, localstack) or use one
+SERVICES = frozenset({"redis_url", "s3_endpoint", "localstack_endpoint", "invoker", "run",
+                      "settings"})
+KINDS = ("unit", "services", "spark")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test gets one kind: `spark` if it uses the SparkSession, else `services` if it uses
+    a service fixture (directly or through a fixture that depends on one), else `unit`; a test
+    marked with a kind by hand keeps it. `slow` is marked by hand in the test files."""
+    for item in items:
+        marked = [kind for kind in KINDS if item.get_closest_marker(kind)]
+        if len(marked) > 1:
+            raise pytest.UsageError(f"{item.nodeid} is marked {' and '.join(marked)}: "
+                                    "a test has one kind")
+        if marked:
+            continue
+        used = set(getattr(item, "fixturenames", ()))
+        item.add_marker("spark" if "spark" in used else "services" if used & SERVICES
+                        else "unit")
+
 
 @pytest.fixture(scope="session")
 def redis_url():

@@ -71,6 +71,10 @@ def test_every_dotted_name_resolves():
         assert callable(protocol.resolve(step)), step
     assert callable(protocol.resolve(protocol.WORKER_ENTRY))
     assert callable(protocol.resolve(protocol.WORKER_WARM))
+    from infra.faults import WORKER_HOOK               # the local stack's, never shipped
+    from lakestats.local_lambda import ENTRY, SQS_BATCH
+    for name in (WORKER_HOOK, ENTRY, SQS_BATCH):
+        assert callable(protocol.resolve(name)), name
     template = yaml.load((ROOT / "template.yaml").read_text(), Loader=_CloudFormation)
     handlers = [r["Properties"]["Handler"] for r in template["Resources"].values()
                 if r["Type"] == "AWS::Serverless::Function"]
@@ -84,6 +88,15 @@ def test_the_code_map_names_every_module():
     missing = [str(p.relative_to(ROOT)) for p in modules(*PACKAGES)
                if p.name != "__init__.py" and f"`{p.relative_to(ROOT)}`" not in readme]
     assert missing == []
+
+
+def test_every_test_has_one_kind():
+    """unit, services or spark (tests/conftest.py), so that `make test-fast` and `-m` select
+    every test by what it needs; two kinds on one test fail the collection."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--collect-only",
+                           "-p", "no:cacheprovider", "-m", "not (unit or services or spark)",
+                           "tests"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 5 and "no tests collected" in done.stdout, done.stdout[-3000:]
 
 
 class _CloudFormation(yaml.SafeLoader):

@@ -88,6 +88,7 @@ def test_compute_of_a_missing_s3_prefix_writes_no_object(s3_endpoint, run):
     assert keys == ["orders/part.parquet"]
 
 
+@pytest.mark.services         # compute on the command's embedded Redis
 def test_compute_of_an_empty_table_warns_and_create_makes_one(tmp_path):
     (tmp_path / "empty").mkdir()
     done = cli("compute", tmp_path / "empty", "--json")
@@ -99,6 +100,7 @@ def test_compute_of_an_empty_table_warns_and_create_makes_one(tmp_path):
     assert (tmp_path / "new" / "_lakestats" / "LATEST").exists()
 
 
+@pytest.mark.services         # compute on the command's embedded Redis
 def test_a_failed_compute_says_nothing_was_published(tmp_path):
     write(tmp_path / "good.parquet", mixed(50, seed=1))
     (tmp_path / "bad.parquet").write_bytes(b"PAR1 garbage")

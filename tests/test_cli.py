@@ -11,6 +11,8 @@ import pytest
 
 from tests.tables import mixed, write
 
+pytestmark = pytest.mark.services   # the command line end to end, on its embedded Redis
+
 LAKESTATS = [sys.executable, "-m", "lakestats.cli"]
 
 

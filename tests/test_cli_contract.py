@@ -14,6 +14,8 @@ import pytest
 
 from lakestats.cli import main
 
+pytestmark = pytest.mark.services   # computes on the command's embedded Redis
+
 GOLDEN = Path(__file__).parent / "golden"
 THRESHOLDS = ["--low-distinct-max", "100", "--low-duplicate-max", "200", "--workers", "2"]
 

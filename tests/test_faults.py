@@ -22,10 +22,10 @@ from core.settings import FrequencySettings, Settings
 from fleet.invokers.local import LocalInvoker
 from fleet.protocol import JobLost, StepFailed
 from functions.lambda_handlers import partition_batch
-from functions.local import LocalContext
 from infra.faults import FaultPlan, S3FaultProxy, S3Faults
 from infra.local_stack import wire_bucket
 from infra.redis_server import EmbeddedRedis
+from lakestats.local_lambda import LocalContext
 from lakestats.watch import lambda_event
 from metastore.layout import RANKS, Layout
 from metastore.manifest import latest_version
@@ -33,6 +33,8 @@ from metastore.store import Store, s3_client
 from monostore.compute import compute, reduce_table
 from monostore.publish import OutOfTime
 from tests.tables import mixed, published_files, write
+
+pytestmark = pytest.mark.slow
 
 ALGORITHMS = {"send": "low-duplicate", "confirm": "low-duplicate", "reduce": "binned"}
 

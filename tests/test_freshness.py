@@ -98,6 +98,7 @@ SETTINGS = settings(max_examples=60, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.slow
 @seed(29)
 @SETTINGS
 @given(ops=changes, query=queries)
@@ -122,6 +123,7 @@ def test_prune_and_prune_query_equal_a_read_of_every_current_file(computed, ops,
         shutil.rmtree(root.parent)
 
 
+@pytest.mark.slow
 @seed(30)
 @settings(SETTINGS, max_examples=12)
 @given(ops=changes, query=queries)

@@ -86,6 +86,7 @@ def small_lists(monkeypatch):
     monkeypatch.setattr(delta, "COMPACT_FRACTION", 0.5)
 
 
+@pytest.mark.slow
 @seed(20261123)
 @settings(max_examples=10, deadline=None, derandomize=False,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

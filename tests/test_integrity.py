@@ -42,6 +42,7 @@ def partition_dir(table: str, rel_path: str) -> str:
     return Layout.of_table(table).partition(rel_path, f.fingerprint).root
 
 
+@pytest.mark.services         # compute on the command's embedded Redis
 def test_allow_partial_publishes_and_exits_0_naming_the_failed_file(tmp_path):
     table = table_with_a_bad_file(tmp_path / "t")
     failed = run_cli("compute", table, "--json", "--quiet")
@@ -55,6 +56,7 @@ def test_allow_partial_publishes_and_exits_0_naming_the_failed_file(tmp_path):
     assert "exit status" in run_cli("compute", "--help").stdout
 
 
+@pytest.mark.services         # compute on the command's embedded Redis
 def test_show_partition_answers_before_any_version_is_published(tmp_path):
     table = table_with_a_bad_file(tmp_path / "t")
     assert run_cli("compute", table, "--quiet").returncode == 1

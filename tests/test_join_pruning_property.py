@@ -21,6 +21,8 @@ import spark_bridge
 from pruning.joins import prune_query
 from tests.tables import write
 
+pytestmark = pytest.mark.slow
+
 DAY0 = np.datetime64("2024-01-01")
 
 

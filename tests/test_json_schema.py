@@ -138,6 +138,7 @@ def test_each_json_command_has_a_valid_schema():
         jsonschema.Draft202012Validator.check_schema(schema(name))
 
 
+@pytest.mark.services         # compute on the command's embedded Redis
 def test_every_output_matches_its_schema(outputs):
     assert {command for command, _, _ in outputs} == json_commands()
     validators = {name: jsonschema.Draft202012Validator(schema(name)) for name in json_commands()}
@@ -146,6 +147,7 @@ def test_every_output_matches_its_schema(outputs):
     assert not wrong, "\n".join(wrong[:20])
 
 
+@pytest.mark.services         # compute on the command's embedded Redis
 def test_non_finite_moments_are_null(outputs):
     """f64 holds +inf and -inf (and NaN): its mean and stddev are no number; min, max and
     nan_count say why. Partition 2 holds +inf alone: an infinite mean is null too."""
@@ -159,6 +161,7 @@ def test_non_finite_moments_are_null(outputs):
     assert (part["max"], part["mean"], part["stddev"]) == ("inf", None, None)
 
 
+@pytest.mark.services         # compute on the command's embedded Redis
 def test_a_field_has_one_type_in_every_row(outputs):
     """Across all column rows of every show --json, each field is of one JSON type or null."""
     kinds: dict[str, set[str]] = {}

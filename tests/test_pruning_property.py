@@ -14,6 +14,8 @@ from metastore.store import Store
 from pruning import prune
 from tests.tables import write
 
+pytestmark = pytest.mark.slow
+
 PARTS = 12
 
 

@@ -14,6 +14,8 @@ from monostore.compute import INDEX_BATCH
 from pruning import prune
 from tests.tables import write
 
+pytestmark = pytest.mark.slow
+
 FILES, ROWS = 10_000, 100
 
 

@@ -20,12 +20,11 @@ import pytest
 from core.settings import Settings
 from fleet.connections import use_password
 from fleet.invokers.local import LocalInvoker
-from fleet.protocol import SQS_BATCH
 from functions.lambda_handlers import partition_batch, redis_password
-from functions.local import LocalContext
 from infra.local_stack import wire_bucket
 from infra.redis_server import EmbeddedRedis, redis_url
 from lakestats.cli import main as cli_main
+from lakestats.local_lambda import SQS_BATCH, LocalContext
 from lakestats.watch import lambda_event, watch
 from tests.tables import mixed, run_cli, write
 
@@ -50,6 +49,8 @@ def secrets() -> list[str]:
     return [PASSWORD, AWS_SECRET] + ([credentials.secret_key] if credentials else [])
 
 
+@pytest.mark.services         # a Redis of its own, with a password
+@pytest.mark.slow
 def test_the_coordinator_authenticates_and_no_credential_is_printed(tmp_path, guarded_redis):
     table = tmp_path / "t"
     write(table / "a.parquet", mixed(500, seed=1))
@@ -153,6 +154,7 @@ def submitted(monkeypatch) -> list[str]:
     return events
 
 
+@pytest.mark.services         # a Redis of its own, with a password
 def test_a_password_in_the_url_travels_in_no_event_and_no_log(tmp_path, guarded_redis, submitted,
                                                               caplog, capfd):
     table = tmp_path / "t"

@@ -23,6 +23,8 @@ from metastore.reader import TableStatistics
 from metastore.store import Store, s3_client, s3_filesystem
 from tests.tables import mixed, published_files
 
+pytestmark = pytest.mark.slow
+
 TABLE = "orders"
 
 

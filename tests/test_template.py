@@ -138,6 +138,7 @@ def test_deploys_to_cloudformation(translated, s3_endpoint):
     assert {"EventsQueueUrl", "StepsFunctionName", "RedisUrl"} <= outputs
 
 
+@pytest.mark.slow
 def test_sam_validate_lint():
     env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "SAM_CLI_TELEMETRY": "0",
            "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -147,6 +148,7 @@ def test_sam_validate_lint():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_package_fits_in_lambda(tmp_path):
     """The package `sam build` makes (deploy/lambda/Makefile), measured unzipped."""
     out = tmp_path / "package"

@@ -65,6 +65,7 @@ predicates = st.one_of(atoms, st.builds(lambda a, b: f"({a}) OR ({b})", atoms, a
                        st.builds(lambda a, b: f"({a}) AND NOT ({b})", atoms, atoms))
 
 
+@pytest.mark.slow
 @seed(5)
 @settings(max_examples=30, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])

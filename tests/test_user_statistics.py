@@ -117,6 +117,7 @@ def row_total(values):
 '''
 
 
+@pytest.mark.services         # compute on the command's embedded Redis
 def test_a_failing_plugin_fails_alone(tmp_path, capsys):
     root = tmp_path / "t"
     root.mkdir()

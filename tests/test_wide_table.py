@@ -18,6 +18,9 @@ import redis
 from infra.redis_server import EmbeddedRedis
 from metastore.reader import TableStatistics
 
+# a Redis of its own, started here: a services test
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
 COLUMNS, FILES, ROWS = 1_000, 20, 300
 REDIS_BUDGET_MB, COORDINATOR_BUDGET_MB = 256, 1024
 
