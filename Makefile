@@ -1,4 +1,5 @@
-# Two entry points: `make demo` (the main job on local defaults) and `make test`.
+# Two entry points: `make demo` (the main job on local defaults) and `make test`
+# (`make test-fast`: the linters and the unit tests alone, for the edit loop).
 # Each creates .venv at the repo root and installs what it needs on a fresh machine.
 PYTHON ?= python3
 VENV := .venv

@@ -27,8 +27,10 @@ from fleet.protocol import FREQUENCY_SEND, PARTITION_STATISTICS, RANK_SAMPLE, St
 # handlers may set a secret's
 use_password(Settings.from_env(os.environ).redis_password)
 
-HOOKS = [resolve(name.strip())(os.environ)
-         for name in os.environ.get("LAKESTATS_WORKER_HOOKS", "").split(",") if name.strip()]
+# never on AWS Lambda, whatever its environment says: a hook can kill the worker
+HOOKS = [] if "AWS_LAMBDA_FUNCTION_NAME" in os.environ else [
+    resolve(name.strip())(os.environ)
+    for name in os.environ.get("LAKESTATS_WORKER_HOOKS", "").split(",") if name.strip()]
 
 
 def run(event: dict) -> dict:
