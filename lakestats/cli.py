@@ -207,7 +207,7 @@ def cmd_prune_query(args) -> int:
         _print_json(result.as_json())
     else:
         for name, table in result.tables.items():
-            if table.freshness is not None and table.freshness.notice():
+            if table.freshness.notice():
                 _notice(f"{name}: {table.freshness.notice()}")
         render.query_pruning(result.as_json())
     return 0

@@ -37,9 +37,7 @@ class TablePruning:
     paths: list[str]
     sizes: np.ndarray
     exists: np.ndarray                 # false: in the statistics' version, gone from the table
-    listed: bool = False               # a plain directory: its files are those a listing finds
-    snapshot: Snapshot | None = None   # a table format's current snapshot, planned against
-    freshness: Freshness | None = None
+    freshness: Freshness               # the table as it is now, planned against
     after_local: int = 0
     dips: list[dict] = field(default_factory=list)
     kept_mask: np.ndarray | None = None
@@ -51,7 +49,17 @@ class TablePruning:
                 "files_before": int(here.sum()), "files_after_local": self.after_local,
                 "files_after_dips": int(kept.sum()), "bytes_before": int(self.sizes[here].sum()),
                 "bytes_after": int(self.sizes[kept].sum()), "dips": self.dips,
-                "unknown": self.freshness.unknown if self.freshness else []}
+                "unknown": self.freshness.unknown}
+
+    @property
+    def listed(self) -> bool:
+        """A plain directory: its files are those a listing finds."""
+        return self.freshness.form == "parquet"
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """A table format's snapshot whose rows a read returns."""
+        return self.freshness.snapshot_to_read()
 
 
 @dataclass(eq=False)                # hashed by identity: keys() caches per column
@@ -109,8 +117,7 @@ class JoinTable:
         sizes = [p.size for p in self.parts] + \
             [now.now[p].size if p in now.now else _size(uri, p) for p in new]
         self.report = TablePruning(uri, published + new, np.array(sizes, np.int64),
-                                   self.exists, listed=now.form == "parquet",
-                                   snapshot=now.snapshot_to_read(), freshness=now)
+                                   self.exists, now)
 
     def local(self, predicates: list[exp.Expression]) -> np.ndarray:
         """The partitions the scan's local predicates keep (files without statistics too):
