@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import spark_bridge
 from pruning import prune
 from pruning.joins import prune_query
+from tests.oracle import scan
 from tests.tables import run_cli, write
 from tests.test_pruning_property import predicates
 
@@ -82,15 +83,16 @@ def answer(paths: list[str], where: str, limit: int | None, order: str | None) -
     descending): the order column's values with ORDER BY, else the number of rows."""
     if not paths:
         return [] if order else [0]
-    sql = f"select * from read_parquet({paths!r}, union_by_name=true) where {where}"
+    db = scan(paths)
+    sql = f"select * from rows where {where}"
     if order:
         column, direction = order.split()
         nulls = "FIRST" if direction == "ASC" else "LAST"
         sql = f"select {column} from ({sql}) order by {column} {direction} NULLS {nulls}"
         if limit is not None:
             sql += f" limit {limit}"
-        return [repr(r[0]) for r in duckdb.sql(sql).fetchall()]
-    n = duckdb.sql(f"select count(*) from ({sql})").fetchall()[0][0]
+        return [repr(r[0]) for r in db.sql(sql).fetchall()]
+    n = db.sql(f"select count(*) from ({sql})").fetchall()[0][0]
     return [n if limit is None else min(n, limit)]
 
 

@@ -3,7 +3,6 @@ every row, and LIMIT / top-k over the kept files return what a full scan returns
 predicates (hypothesis) over random partitioned data, checked with DuckDB."""
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 
 from metastore.store import Store
 from pruning import prune
+from tests.oracle import scan
 from tests.tables import write
 
 pytestmark = pytest.mark.slow
@@ -67,8 +67,7 @@ predicates = st.recursive(atoms, lambda inner: st.one_of(
 def count(paths: list[str], where: str, extra: str = "") -> int:
     if not paths:
         return 0
-    return duckdb.sql(f"select count(*) from read_parquet({paths!r}) where {where} {extra}"
-                      ).fetchall()[0][0]
+    return scan(paths).sql(f"select count(*) from rows where {where} {extra}").fetchall()[0][0]
 
 
 def files(root) -> dict[str, str]:
@@ -111,8 +110,8 @@ def test_limit_and_top_k_read_what_a_full_scan_reads(table, where, k, order):
         every number, nulls last in DESC and first in ASC; -0.0 ties with 0.0."""
         if not sources:
             return []
-        values = [r[0] for r in duckdb.sql(
-            f"select {column} from read_parquet({sources!r}) where {condition}").fetchall()]
+        values = [r[0] for r in scan(sources).sql(
+            f"select {column} from rows where {condition}").fetchall()]
         present = sorted((v + 0.0 if isinstance(v, float) else v for v in values if v is not None),
                          key=lambda v: (1, 0) if v != v else (0, v),
                          reverse=direction == "DESC")
