@@ -139,17 +139,6 @@ def duck(sql: str) -> tuple:
     return duckdb.sql(sql).fetchall()[0]
 
 
-def scan(paths: list[str]) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection whose table `rows` holds the files' rows as Arrow reads them. Not
-    DuckDB's own Parquet scan for filters on floats: it skips row groups by their min/max,
-    which Parquet writers keep without NaN, so a filter or top-N that NaN rows satisfy loses
-    them (DuckDB 2.0)."""
-    db = duckdb.connect()
-    db.register("rows", pa.concat_tables([pq.read_table(p) for p in paths],
-                                         promote_options="permissive"))
-    return db
-
-
 def source(root: Path, rel_paths: list[str]) -> str:
     """DuckDB's reading of the files, by column name (files may lack newer columns)."""
     paths = [str(root / p) for p in rel_paths]

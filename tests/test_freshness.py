@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 import spark_bridge
 from pruning import prune
 from pruning.joins import prune_query
-from tests.oracle import scan
-from tests.tables import run_cli, write
+from tests.tables import run_cli, scan, write
 from tests.test_pruning_property import predicates
 
 PARTS = 8

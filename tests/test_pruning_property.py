@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from metastore.store import Store
 from pruning import prune
-from tests.oracle import scan
-from tests.tables import write
+from tests.tables import scan, write
 
 pytestmark = pytest.mark.slow
 
