@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Mapping
 from urllib.parse import unquote, urlsplit
 
+from core.errors import UsageError
+
 DEFAULT_BINS = 1000                 # histogram bins (10,000 selectable)
 BLOOM_MIN_DISTINCT = 64             # more values in a partition: a Bloom filter; else a value set
 RANGE_SET_SIZE = 20                 # ranges per partition range-set (join pruning; the paper's n_r)
@@ -101,8 +103,19 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         """The settings the environment gives (template.yaml sets these on AWS Lambda)."""
-        def number(name: str, default, kind=int):
-            return kind(env[name]) if env.get(name) else default
+        def number(name: str, default, kind=int, low=0, high=10**9):
+            """The variable's number, in the range its flag takes, else a usage error: a bin
+            count of 0 would never finish."""
+            if not env.get(name):
+                return default
+            try:
+                value = kind(env[name])
+            except ValueError:
+                value = None
+            if value is None or not low <= value <= high:
+                what = "a whole number" if kind is int else "a number"
+                raise UsageError(f"{name}={env[name]!r}: expected {what} from {low} to {high:,}")
+            return value
 
         tables = [t for t in env.get("LAKESTATS_TABLES", "").split(",")]
         bucket = env.get("LAKESTATS_BUCKET")
@@ -111,10 +124,10 @@ class Settings:
                        for p in env.get("LAKESTATS_TABLE_PREFIXES", "").split(",") if p.strip()]
         return cls(
             partition=PartitionSettings(
-                number("LAKESTATS_BINS", DEFAULT_BINS),
+                number("LAKESTATS_BINS", DEFAULT_BINS, low=1, high=10_000),
                 number("LAKESTATS_BLOOM_MIN_DISTINCT", BLOOM_MIN_DISTINCT),
                 names(env.get("LAKESTATS_STATISTICS", "")),
-                number("LAKESTATS_RANGE_SET_SIZE", RANGE_SET_SIZE)),
+                number("LAKESTATS_RANGE_SET_SIZE", RANGE_SET_SIZE, low=1)),
             frequencies=FrequencySettings(
                 low_distinct_max=number("LAKESTATS_LOW_DISTINCT_MAX", LOW_DISTINCT_MAX),
                 low_duplicate_max=number("LAKESTATS_LOW_DUPLICATE_MAX", LOW_DUPLICATE_MAX)),

@@ -47,6 +47,7 @@ def cmd_compute(args) -> int:
     selection = Selection(args.format, args.snapshot, args.as_of, args.catalog, args.table_name,
                           args.catalog_name)
     table_exists(args.table, args.create, selection)     # before any worker or Redis starts
+    settings_of(args)                        # a bad setting fails before any progress shows
     with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
             coordinator(args, args.invoker) as (settings, invoker):
         try:

@@ -260,6 +260,16 @@ def test_a_number_out_of_range_in_a_process(table):
     refused(cli("frequencies", table, "region", "--top", "1000000000000000000000"), 2, "--top")
 
 
+@pytest.mark.parametrize("variable, value", [("LAKESTATS_BINS", "0"),
+                                             ("LAKESTATS_RANGE_SET_SIZE", "-1"),
+                                             ("LAKESTATS_LOCK_WAIT_SECONDS", "soon")])
+def test_a_setting_out_of_range_is_a_usage_error(tmp_path, variable, value):
+    """As its flag would be: a bin count of 0 never finished."""
+    write(tmp_path / "t" / "a.parquet", pa.table({"x": [1, 2]}))
+    refused(cli("compute", tmp_path / "t", env={variable: value}), 2, variable, repr(value))
+    assert not (tmp_path / "t" / "_lakestats").exists()
+
+
 # -- columns and values are checked before the work starts
 
 
