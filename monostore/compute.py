@@ -33,7 +33,7 @@ from fleet.invokers import Invoker
 from fleet.windows import reduction_started
 from formats import Selection, Snapshot, manifest_statistics, open_snapshot
 from metastore import files, histograms, index, membership
-from metastore.layout import FREQUENCIES, HISTOGRAMS, INDEX, STATISTICS, VALUE_INDEX, Layout
+from metastore.layout import HISTOGRAMS, STATISTICS, Layout
 from metastore.manifest import point_snapshot, read_manifest, write_manifest
 from metastore.store import DataFile, Store
 from monostore import publish
@@ -351,7 +351,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         index.write(out, new_index)
         histograms.write(out, table_stats.histograms)
         out.write_parquet(statistics, STATISTICS, row_group_size=files.STATISTICS_ROW_GROUP)
-        write_manifest(layout, {
+        write_manifest(layout, {               # which records every file's size itself
             "version": version, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "table": report.table, "row_count": table_stats.row_count,
             "partition_count": new_index.num_rows,
@@ -359,9 +359,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             "missing": dict(report.failed), "settings": settings.recorded(),
             **report.snapshot,
             "frequency_lists": lists, "sketches_stale": sketches_stale,
-            "value_index": indexed, "files": {name: size for name in (
-                STATISTICS, HISTOGRAMS, INDEX, FREQUENCIES, VALUE_INDEX)
-                if (size := out.size(name)) is not None}})
+            "value_index": indexed})
         published, other = publish.swap(layout, settings.redis_url, version, lease)
     except BaseException:
         out.delete_dir()                         # never published: nothing refers to it

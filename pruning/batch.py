@@ -9,7 +9,6 @@ partition, so both paths give the same answers (a property test holds them to it
 """
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Callable
 
@@ -18,7 +17,8 @@ from sqlglot import expressions as E
 
 from core.errors import LakestatsError
 from pruning.predicate import StatsView, evaluate, in_envelope, value_range
-from pruning.ranges import COMPARISONS, FLIPPED, MAYBE, NAN_LEFT, Flags, Range, aligned
+from pruning.ranges import (COMPARISONS, FLIPPED, MAYBE, NAN_LEFT, Flags, Range, aligned,
+                            aligned_already)
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
 MemberAll = Callable[[str, list, np.ndarray], np.ndarray | None]
@@ -143,8 +143,7 @@ def compare_all(op: type, a: _Columns, b: Range) -> FlagArrays:
 
 def _aligned_all(values: np.ndarray, like) -> np.ndarray:
     """Bounds in like's type (ranges.aligned), when their type is not like's already."""
-    if values.size == 0 or type(values[0]) is type(like) and not (
-            isinstance(like, dt.datetime) and like.tzinfo and not values[0].tzinfo):
+    if values.size == 0 or aligned_already(values[0], like):
         return values
     out = np.empty(values.size, object)
     out[:] = [aligned(Range(v, v), like).low for v in values]

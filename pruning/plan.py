@@ -35,7 +35,7 @@ from pruning.freshness import Freshness, freshness
 from pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
 from pruning.ranges import session_zone
 from pruning.validate import unknown_column, validate
-from pruning.views import Candidate, candidates
+from pruning.views import Candidate, candidates, hive_columns
 
 
 @dataclass
@@ -85,7 +85,7 @@ def _prune(stats_root: str | TableStatistics, where: str | None, limit: int | No
         raise PredicateError(f"limit {limit}: must be at least 0")
     wanted = (columns_of(node) if node else set()) | ({order[0]} if order else set())
     parts, member_all = candidates(stats, wanted)
-    hive = set().union(*(p.view.table_columns for p in parts)) - set(schema.names)
+    hive = hive_columns(parts) - set(schema.names)
     if node is not None:
         validate(node, schema, hive)
     if order and order[0] not in schema.names and order[0] not in hive:

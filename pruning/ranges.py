@@ -209,6 +209,12 @@ def _coerced(rule, a: Range, b: Range) -> tuple[bool, bool]:
     return rule(aligned(a, b.low), aligned(b, a.low))
 
 
+def aligned_already(v, like) -> bool:
+    """Is `v` of like's type, and zoned if like is (aligned has nothing to do)?"""
+    return type(v) is type(like) and not (
+        isinstance(like, dt.datetime) and like.tzinfo and not v.tzinfo)
+
+
 def aligned(r: Range, like) -> Range:
     """r's bounds in like's type: Spark casts a string literal to the column's type, a date to
     a timestamp at midnight; a naive timestamp meeting a zoned one is read in the session zone
@@ -227,8 +233,7 @@ def aligned(r: Range, like) -> Range:
         if isinstance(like, decimal.Decimal) and isinstance(v, float):
             v = decimal.Decimal(repr(v))
         return v
-    if type(r.low) is type(like) and type(r.high) is type(like) and not (
-            isinstance(like, dt.datetime) and like.tzinfo and not r.low.tzinfo):
+    if aligned_already(r.low, like) and aligned_already(r.high, like):
         return r                          # the common case: nothing to align
     return replace(r, low=fix(r.low), high=fix(r.high))
 

@@ -90,6 +90,13 @@ def candidates(stats: TableStatistics, wanted: set[str], index: pa.Table | None 
     return out, _member_all(out, table_schema, blooms)
 
 
+def hive_columns(parts: list[Candidate]) -> set[str]:
+    """The columns the partitions know, Hive directory values included. Views without Hive
+    values share one set, the table's: each distinct set is read once, not once a partition."""
+    distinct = {id(p.view.table_columns): p.view.table_columns for p in parts}
+    return set().union(*distinct.values())
+
+
 def _member_all(parts: list[Candidate], table_schema: pa.Schema, blooms: _Blooms) -> MemberAll:
     def member_all(column: str, values: list, asked: np.ndarray) -> np.ndarray | None:
         """May each asked partition hold one of the values? Value sets, then every Bloom
