@@ -1,5 +1,5 @@
 # Two entry points: `make demo` (the main job on local defaults) and `make test`
-# (`make test-fast`: the linters and the unit tests alone, for the edit loop).
+# (`make test-fast`: ruff and the unit tests alone, for the edit loop).
 # Each creates .venv at the repo root and installs what it needs on a fresh machine.
 PYTHON ?= python3
 VENV := .venv
@@ -41,14 +41,13 @@ $(LOCALSTACK):
 	touch $@
 
 test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK)
-	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests
 
-# the edit loop: the linters, then the unit tests only (no service, no Spark, nothing slow);
+# the edit loop: ruff, then the unit tests only (no service, no Spark, nothing slow; among
+# them import-linter's layer contracts, tests/test_architecture.py);
 # markers select the rest: -m services, -m spark, -m slow
 test-fast: $(VENV)/.installed-test
-	$(BIN)/lint-imports
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests -m "unit and not slow"
 

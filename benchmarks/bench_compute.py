@@ -56,10 +56,10 @@ def timed(fn) -> tuple[float, object]:
 
 
 def run_lakestats(table: Path, workers: int) -> tuple[float, float]:
-    from core.settings import Settings
-    from fleet.invokers import make_invoker
-    from infra.redis_server import redis_url
-    from monostore.compute import compute
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import redis_url
+    from lakestats.monostore.compute import compute
 
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
     with redis_url() as url, make_invoker("local", workers) as invoker:

@@ -64,7 +64,7 @@ def main() -> None:
     tables = {n: str(t) for n, t in generate(args.data_dir, args.files).items()}
 
     sys.path.insert(0, str(ROOT))
-    from pruning.joins import prune_query
+    from lakestats.pruning.joins import prune_query
     prune_query(QUERY, tables)                         # imports and first reads
     times = []
     for _ in range(5):
@@ -80,7 +80,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import spark_bridge
+    from lakestats import spark_bridge
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "4g").getOrCreate())

@@ -48,7 +48,7 @@ def compare_bloom_filters(table: Path, n: int) -> None:
     import pyarrow.dataset as pads
     from pybloom_live import BloomFilter as PyBloom
 
-    from core.bloom import BloomFilter
+    from lakestats.core.bloom import BloomFilter
     values = pads.dataset(str(table)).head(n, columns=["l_comment"])["l_comment"]
     batches = [pc.unique(values.slice(i, 75_000)) for i in range(0, n, 75_000)]
     total = sum(len(b) for b in batches)
@@ -99,11 +99,11 @@ def run_spark(table: Path, workers: int, out: Path) -> dict[str, float]:
 
 def run_one(stats_root: str, column: str, algorithm: str, workers: int, out: str) -> None:
     """One reduction in this (fresh) process, so that its peak RSS is its own; prints JSON."""
-    from algorithms.frequencies.driver import recompute
-    from core.settings import FrequencySettings, Settings
-    from fleet.invokers import make_invoker
-    from infra.redis_server import redis_url
-    from metastore.store import Store
+    from lakestats.algorithms.frequencies.driver import recompute
+    from lakestats.core.settings import FrequencySettings, Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import redis_url
+    from lakestats.metastore.store import Store
     with redis_url() as url, make_invoker("local", workers) as invoker:
         recompute(stats_root, invoker, Settings(redis_url=url), Store(out), ["l_shipmode"])  # warm
         peak_rss_reset()
@@ -122,10 +122,10 @@ def main() -> None:
     args = parse_args(__doc__)
     table = generate(args.data_dir, args.scale, args.parts)
 
-    from core.settings import Settings
-    from fleet.invokers import make_invoker
-    from infra.redis_server import redis_url
-    from monostore.compute import compute
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import redis_url
+    from lakestats.monostore.compute import compute
 
     scratch = Path(tempfile.mkdtemp(prefix="lakestats-bench-"))
     shutil.rmtree(table / "_lakestats", ignore_errors=True)

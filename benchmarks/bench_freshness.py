@@ -132,7 +132,7 @@ def spark_way(spark, table: Path, name: str) -> dict:
 
 def planning(stats_root: str) -> dict[str, float]:
     """In-process seconds of each planning query (the median of 5, after a warm-up)."""
-    from pruning import prune
+    from lakestats.pruning import prune
     out = {}
     for label, where, limit, order in QUERIES:
         prune(stats_root, where, limit, order)
@@ -147,7 +147,7 @@ def planning(stats_root: str) -> dict[str, float]:
 
 def lookup(stats_root: str, columns: list[str]) -> float:
     """In-process seconds of `show --columns` (the median of 5, each a fresh TableStatistics)."""
-    from metastore.reader import TableStatistics
+    from lakestats.metastore.reader import TableStatistics
     times = []
     for _ in range(6):
         start = time.perf_counter()

@@ -118,7 +118,7 @@ def compute_statistics(dirs: dict[str, Path]) -> float:
 def range_set_share(dirs: dict[str, Path]) -> tuple[int, float]:
     """Ranges in the published partition indexes, and their size at 16 bytes each (two
     doubles, as the paper counts them) as a share of the data files' bytes."""
-    from metastore.reader import TableStatistics
+    from lakestats.metastore.reader import TableStatistics
     ranges = data = 0
     for path in dirs.values():
         index = TableStatistics(f"{path}/_lakestats").partition_index()
@@ -133,7 +133,7 @@ def range_set_share(dirs: dict[str, Path]) -> tuple[int, float]:
 def prune(query: int, dirs: dict[str, Path]) -> dict:
     """prune_query's numbers summed over the query's tables, the call's own time, and what
     looks wrong: a diP adding files, a table the query reads missing from the report."""
-    from pruning.joins import prune_query
+    from lakestats.pruning.joins import prune_query
     seconds, plan = timed(lambda: prune_query(QUERIES[query], {n: str(p) for n, p in dirs.items()}))
     out = plan.as_json()
     tables = out["tables"]
@@ -190,7 +190,7 @@ def same_rows(a: list, b: list) -> bool:
 
 
 def run_query(q: int, dirs: dict[str, Path], spark) -> dict:
-    import spark_bridge
+    from lakestats import spark_bridge
     r = {"q": q}
     try:
         r.update(prune(q, dirs))

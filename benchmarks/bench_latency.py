@@ -45,14 +45,14 @@ def main() -> None:
     p.add_argument("--window", type=float, default=2.0)
     args = p.parse_args()
 
-    from core.settings import Settings
-    from fleet.invokers import make_invoker
-    from infra import local_stack
-    from infra.redis_server import redis_url
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra import local_stack
+    from lakestats.infra.redis_server import redis_url
     from lakestats.watch import watch
-    from metastore.reader import TableStatistics
-    from metastore.store import s3_client
-    from monostore.compute import compute
+    from lakestats.metastore.reader import TableStatistics
+    from lakestats.metastore.store import s3_client
+    from lakestats.monostore.compute import compute
 
     state = Path(tempfile.mkdtemp(prefix="lakestats-latency-"))
     stack = local_stack.up(state)         # moto's server and Redis in processes of their own

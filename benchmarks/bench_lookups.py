@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from core.settings import PartitionSettings, Settings  # noqa: E402
-from fleet.invokers import make_invoker  # noqa: E402
-from infra.redis_server import redis_url  # noqa: E402
-from metastore.layout import Layout  # noqa: E402
-from metastore.reader import TableStatistics  # noqa: E402
-from monostore.compute import compute  # noqa: E402
+from lakestats.core.settings import PartitionSettings, Settings  # noqa: E402
+from lakestats.fleet.invokers import make_invoker  # noqa: E402
+from lakestats.infra.redis_server import redis_url  # noqa: E402
+from lakestats.metastore.layout import Layout  # noqa: E402
+from lakestats.metastore.reader import TableStatistics  # noqa: E402
+from lakestats.monostore.compute import compute  # noqa: E402
 
 
 def read_bytes() -> int:

@@ -31,13 +31,13 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))
-from core.settings import Settings  # noqa: E402
-from fleet.invokers import make_invoker  # noqa: E402
-from formats.manifest_statistics import Stored  # noqa: E402
-from infra.redis_server import redis_url  # noqa: E402
-from metastore.layout import Layout  # noqa: E402
-from monostore.compute import compute  # noqa: E402
-from pruning.manifests import lookup  # noqa: E402
+from lakestats.core.settings import Settings  # noqa: E402
+from lakestats.fleet.invokers import make_invoker  # noqa: E402
+from lakestats.formats.manifest_statistics import Stored  # noqa: E402
+from lakestats.infra.redis_server import redis_url  # noqa: E402
+from lakestats.metastore.layout import Layout  # noqa: E402
+from lakestats.monostore.compute import compute  # noqa: E402
+from lakestats.pruning.manifests import lookup  # noqa: E402
 
 FIRST_DAY = dt.date(2026, 1, 1)
 SEED_PRINTED = 113e6 / 864e3

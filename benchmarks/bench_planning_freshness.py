@@ -34,10 +34,10 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from metastore.layout import Layout
-from metastore.manifest import read_manifest
-from metastore.store import Store
-from pruning import prune
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.manifest import read_manifest
+from lakestats.metastore.store import Store
+from lakestats.pruning import prune
 
 LAKESTATS = str(ROOT / ".venv" / "bin" / "lakestats")
 ROWS, PER_DIR, BUCKET = 100, 100, "bench"
@@ -140,8 +140,8 @@ def local_peers(table: Path, skip_spark: bool) -> dict:
 
 def upload(table: Path, files: int) -> str:
     """The data files in moto's S3 (started here), computed there: the table's s3:// URI."""
-    from infra.local_stack import LOCAL_ACCOUNT, moto_in_process
-    from metastore.store import s3_client
+    from lakestats.infra.local_stack import LOCAL_ACCOUNT, moto_in_process
+    from lakestats.metastore.store import s3_client
     _server, endpoint = moto_in_process()          # a daemon thread: it ends with the run
     os.environ.update(AWS_ENDPOINT_URL=endpoint, **LOCAL_ACCOUNT)
     s3_client.cache_clear()
@@ -160,7 +160,7 @@ def upload(table: Path, files: int) -> str:
 def s3_peers(uri: str) -> dict:
     import pyarrow.fs as pafs
 
-    from metastore.store import s3_filesystem
+    from lakestats.metastore.store import s3_filesystem
     selector = pafs.FileSelector(uri[len("s3://"):], recursive=True)
     run = lambda: s3_filesystem().get_file_info(selector)
 

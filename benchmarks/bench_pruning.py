@@ -115,12 +115,12 @@ def main() -> None:
 
     import duckdb
 
-    from core.settings import Settings
-    from fleet.invokers import make_invoker
-    from infra.redis_server import redis_url
-    from metastore.store import Store
-    from monostore.compute import compute
-    from pruning import prune
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import redis_url
+    from lakestats.metastore.store import Store
+    from lakestats.monostore.compute import compute
+    from lakestats.pruning import prune
 
     sizes = {}
     with redis_url() as url, make_invoker("local", args.workers) as invoker:

@@ -28,12 +28,12 @@ def main() -> None:
 
     import duckdb
 
-    from algorithms.ranks.driver import compute_ranks
-    from core.settings import Settings
-    from fleet.invokers import make_invoker
-    from infra.redis_server import redis_url
-    from metastore.reader import TableStatistics
-    from monostore.compute import compute
+    from lakestats.algorithms.ranks.driver import compute_ranks
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import redis_url
+    from lakestats.metastore.reader import TableStatistics
+    from lakestats.monostore.compute import compute
 
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
     results = {}

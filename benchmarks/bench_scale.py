@@ -76,7 +76,7 @@ def measured(argv: list[str], env: dict, until=None) -> tuple[float, float, floa
     seconds, its peak RSS (MB), Redis' peak memory (MB)."""
     import redis
 
-    from infra.redis_server import EmbeddedRedis
+    from lakestats.infra.redis_server import EmbeddedRedis
     server = EmbeddedRedis().start()
     try:
         started = time.monotonic()
@@ -122,8 +122,8 @@ def l1(work: Path, counts: list[int], workers: int) -> None:
 
 def s3_stack():
     """moto's server, in this process's environment, and a counting proxy in front of it."""
-    from infra.faults import S3FaultProxy
-    from infra.local_stack import LOCAL_ACCOUNT, moto_in_process
+    from lakestats.infra.faults import S3FaultProxy
+    from lakestats.infra.local_stack import LOCAL_ACCOUNT, moto_in_process
     moto, endpoint = moto_in_process()
     os.environ.update(AWS_ENDPOINT_URL=endpoint, **LOCAL_ACCOUNT)
     return moto, S3FaultProxy(endpoint)
@@ -140,8 +140,8 @@ def upload(bucket: str, prefix: str, files: int) -> None:
 def l2(burst: int, stack: str) -> None:
     import boto3
 
-    from infra.local_stack import wire_bucket
-    from metastore.reader import TableStatistics
+    from lakestats.infra.local_stack import wire_bucket
+    from lakestats.metastore.reader import TableStatistics
     bucket = f"burst-{uuid.uuid4().hex[:8]}"
     queue = wire_bucket(os.environ["AWS_ENDPOINT_URL"], bucket, f"events-{bucket}")
     table = f"s3://{bucket}/t"
@@ -182,14 +182,14 @@ def kinds(table: str, workers: int, rank_columns: list[str],
           served=None) -> dict[str, dict]:
     """Each statistic kind computed on `table` from scratch, on a fresh Redis: its seconds
     and, with `served` (the proxy's counter), the S3 requests it made by method."""
-    from algorithms.partitions.driver import compute_partitions
-    from algorithms.ranks.driver import compute_ranks
-    from core.settings import Settings
-    from fleet.invokers import make_invoker
-    from infra.redis_server import EmbeddedRedis
-    from metastore.layout import Layout
-    from metastore.store import Store
-    from monostore.compute import compute
+    from lakestats.algorithms.partitions.driver import compute_partitions
+    from lakestats.algorithms.ranks.driver import compute_ranks
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import EmbeddedRedis
+    from lakestats.metastore.layout import Layout
+    from lakestats.metastore.store import Store
+    from lakestats.monostore.compute import compute
     server = EmbeddedRedis().start()
     settings = Settings(redis_url=server.url)
     served = served if served is not None else {}
@@ -217,7 +217,7 @@ def s3_kinds(proxy, files: int, workers: int) -> dict[str, dict]:
     """kinds() on a fresh S3 table of `files` small files, counted by the proxy."""
     import boto3
 
-    from metastore.store import s3_client
+    from lakestats.metastore.store import s3_client
     os.environ["AWS_ENDPOINT_URL"] = proxy.url           # its workers count through it too
     s3_client.cache_clear()
     try:
@@ -288,8 +288,8 @@ def main() -> None:
     if "L1" in only:
         l1(work, [int(n) for n in args.files.split(",")], args.workers)
     if "L2" in only and args.burst_on == "localstack":
-        from infra.local_stack import LOCAL_ACCOUNT
-        from infra.localstack import Localstack, localstack_python
+        from lakestats.infra.local_stack import LOCAL_ACCOUNT
+        from lakestats.infra.localstack import Localstack, localstack_python
         with Localstack(localstack_python()) as stack:
             os.environ.update(AWS_ENDPOINT_URL=stack.endpoint, **LOCAL_ACCOUNT)
             l2(args.burst, "localstack")

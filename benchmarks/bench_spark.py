@@ -52,11 +52,11 @@ def main() -> None:
 
     from pyspark.sql import SparkSession
 
-    import spark_bridge
-    from core.settings import Settings
-    from fleet.invokers import make_invoker
-    from infra.redis_server import redis_url
-    from monostore.compute import compute
+    from lakestats import spark_bridge
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import redis_url
+    from lakestats.monostore.compute import compute
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(f"local[{args.workers}]")
@@ -87,7 +87,7 @@ def main() -> None:
           f"{args.workers} cores\n")
     for label, seconds in [("lakestats compute, local invoker", local),
                            ("lakestats compute, Spark invoker", spark_on),
-                           ("spark_bridge.apply_statistics", apply),
+                           ("lakestats.spark_bridge.apply_statistics", apply),
                            ("ANALYZE TABLE ... FOR ALL COLUMNS", analyze)]:
         print(f"{label:<36} {seconds:8.2f} s")
     print(f"\nANALYZE / apply_statistics:          {analyze / apply:6.1f}x")

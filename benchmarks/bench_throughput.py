@@ -38,7 +38,7 @@ def compute_measured(table: Path, workers: int) -> dict:
     coordinator's peak RSS, Redis' peak memory."""
     import redis
 
-    from infra.redis_server import EmbeddedRedis
+    from lakestats.infra.redis_server import EmbeddedRedis
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
     server = EmbeddedRedis().start()
     try:
@@ -85,8 +85,8 @@ def t1(table: Path, workers: int, spark: bool) -> None:
 def t2(table: Path, files: int = 12) -> None:
     import pyarrow.parquet as pq
 
-    from algorithms.partitions import kernel
-    from metastore.store import Store
+    from lakestats.algorithms.partitions import kernel
+    from lakestats.metastore.store import Store
     paths = sorted(p for p in table.glob("**/*.parquet")
                    if p.is_file() and "_lakestats" not in p.parts)[:files]
     store = Store(str(table))
@@ -123,7 +123,7 @@ def t4(table: Path, workers: int) -> None:
 
 
 def t5_t6(table: Path) -> None:
-    from metastore.reader import TableStatistics
+    from lakestats.metastore.reader import TableStatistics
     lookups = {
         "show --columns l_orderkey": ["show", str(table), "--columns", "l_orderkey", "--json"],
         "histogram l_extendedprice": ["histogram", str(table), "l_extendedprice", "--json"],

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from core import types as ty
-from core.exact import as_words
+from lakestats.core import types as ty
+from lakestats.core.exact import as_words
 
 
 def binning_values(arr: pa.Array) -> np.ndarray:

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pyarrow as pa
 
-from core.hashing import hash_text, mix64
+from lakestats.core.hashing import hash_text, mix64
 
 DEFAULT_ERROR_RATE = 0.01
 

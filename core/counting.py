@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core.exact import unscaled_int64
+from lakestats.core.exact import unscaled_int64
 
 
 def value_counts(values: pa.Array) -> pa.StructArray:

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import types as ty
+from lakestats.core import types as ty
 
 
 def unscaled_int64(values: pa.Array) -> np.ndarray:

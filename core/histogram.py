@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.errors import LakestatsError
+from lakestats.core.errors import LakestatsError
 
 
 @dataclass

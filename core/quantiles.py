@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import types as ty
-from core.binning import from_binning
+from lakestats.core import types as ty
+from lakestats.core.binning import from_binning
 
 HELD = 262_144          # distinct values sorted in memory at once
 SAMPLE = 4_096          # about this many splitters cut a longer list into buckets

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Mapping
 from urllib.parse import unquote, urlsplit
 
-from core.errors import UsageError
+from lakestats.core.errors import UsageError
 
 DEFAULT_BINS = 1000                 # histogram bins (10,000 selectable)
 BLOOM_MIN_DISTINCT = 64             # more values in a partition: a Bloom filter; else a value set

@@ -30,8 +30,8 @@ import datasketches as ds
 import numpy as np
 import pyarrow as pa
 
-from core.errors import UsageError
-from core.schema import STATISTIC_NAMES
+from lakestats.core.errors import UsageError
+from lakestats.core.schema import STATISTIC_NAMES
 
 STATE_SUFFIX = "__state"
 VALUE_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(),

@@ -15,10 +15,10 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from fleet import protocol
-from fleet.connections import client
-from fleet.protocol import StepEvent
-from metastore.store import Store, StoreError
+from lakestats.fleet import protocol
+from lakestats.fleet.connections import client
+from lakestats.fleet.protocol import StepEvent
+from lakestats.metastore.store import Store, StoreError
 
 BATCH_ROWS = 65_536      # payloads are record batches of this size: readers can stream them
 

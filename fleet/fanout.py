@@ -21,9 +21,9 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 from typing import Callable
 
-from fleet.invokers.base import Invocation, Invoker
-from fleet.jobs import JobScope
-from fleet.protocol import StepEvent, StepFailed, Throttled
+from lakestats.fleet.invokers.base import Invocation, Invoker
+from lakestats.fleet.jobs import JobScope
+from lakestats.fleet.protocol import StepEvent, StepFailed, Throttled
 
 # (done, total, label): how far a step has come
 Progress = Callable[..., None]

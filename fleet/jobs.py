@@ -6,11 +6,11 @@ import dataclasses
 import json
 import uuid
 
-from fleet import protocol
-from fleet.connections import client
-from fleet.exchange import ObjectStoreExchange, RedisExchange
-from fleet.protocol import JobLost, StepEvent
-from metastore.layout import Layout
+from lakestats.fleet import protocol
+from lakestats.fleet.connections import client
+from lakestats.fleet.exchange import ObjectStoreExchange, RedisExchange
+from lakestats.fleet.protocol import JobLost, StepEvent
+from lakestats.metastore.layout import Layout
 
 
 class Job:

@@ -32,8 +32,8 @@ import types
 import typing
 from dataclasses import dataclass
 
-from core.errors import LakestatsError, ServiceUnavailable
-from core.settings import RANGE_SET_SIZE
+from lakestats.core.errors import LakestatsError, ServiceUnavailable
+from lakestats.core.settings import RANGE_SET_SIZE
 
 JOB_TTL_SECONDS = 6 * 3600
 LOCK_TTL_SECONDS = 60               # the lock covers a version number and a pointer swap
@@ -184,13 +184,13 @@ class RankResult:
     bytes: int = 0
 
 
-PARTITION_STATISTICS = "algorithms.partitions.step.partition_statistics"
-FREQUENCY_SEND = "algorithms.frequencies.steps.send"
-FREQUENCY_CONFIRM = "algorithms.frequencies.steps.confirm"
-FREQUENCY_REDUCE = "algorithms.frequencies.steps.reduce"
-RANK_SAMPLE = "algorithms.ranks.steps.sample"
-RANK_SCATTER = "algorithms.ranks.steps.scatter"
-RANK_MERGE = "algorithms.ranks.steps.merge"
+PARTITION_STATISTICS = "lakestats.algorithms.partitions.step.partition_statistics"
+FREQUENCY_SEND = "lakestats.algorithms.frequencies.steps.send"
+FREQUENCY_CONFIRM = "lakestats.algorithms.frequencies.steps.confirm"
+FREQUENCY_REDUCE = "lakestats.algorithms.frequencies.steps.reduce"
+RANK_SAMPLE = "lakestats.algorithms.ranks.steps.sample"
+RANK_SCATTER = "lakestats.algorithms.ranks.steps.scatter"
+RANK_MERGE = "lakestats.algorithms.ranks.steps.merge"
 # step -> (its task, its result): the only functions a worker will run
 STEPS: dict[str, tuple[type, type]] = {
     PARTITION_STATISTICS: (PartitionTask, PartitionResult),
@@ -202,9 +202,9 @@ STEPS: dict[str, tuple[type, type]] = {
     RANK_MERGE: (RankTask, RankResult),
 }
 # what every invoker runs a StepEvent with: the steps function's code on AWS Lambda
-WORKER_ENTRY = "functions.worker.run"
+WORKER_ENTRY = "lakestats.functions.worker.run"
 # what a fresh local worker runs before its first call
-WORKER_WARM = "functions.worker.warm"
+WORKER_WARM = "lakestats.functions.worker.warm"
 
 
 @dataclass(frozen=True)

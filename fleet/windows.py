@@ -5,8 +5,8 @@ schedules the reduction for the window's end; later requests join it. A reductio
 window as it starts, so changes from then on open the next one: none is left out."""
 from __future__ import annotations
 
-from fleet import protocol
-from fleet.connections import client
+from lakestats.fleet import protocol
+from lakestats.fleet.connections import client
 
 
 def request_reduction(redis_url: str, table: str, window: float) -> bool:

@@ -15,8 +15,8 @@ import importlib
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from core.errors import FormatUnsupported
-from metastore.store import DataFile, Store, StoreError, s3_client
+from lakestats.core.errors import FormatUnsupported
+from lakestats.metastore.store import DataFile, Store, StoreError, s3_client
 
 FORMATS = ("parquet", "iceberg", "delta", "hudi")
 # DataFile.reading's kinds (formats.rows applies them)

@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from formats import (DELETION_VECTOR, FormatError, Selection, Snapshot, data_file,
+from lakestats.formats import (DELETION_VECTOR, FormatError, Selection, Snapshot, data_file,
                      object_store_options, relative)
-from metastore.store import Store
+from lakestats.metastore.store import Store
 
 
 def load(table: Store, selection: Selection = Selection()):

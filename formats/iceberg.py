@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from formats import (POSITION_DELETES, FormatError, Selection, Snapshot, data_file, listed,
+from lakestats.formats import (POSITION_DELETES, FormatError, Selection, Snapshot, data_file, listed,
                      relative, s3_options)
-from metastore.store import Store
+from lakestats.metastore.store import Store
 
 
 def load(table: Store, selection: Selection = Selection()):

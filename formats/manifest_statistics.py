@@ -10,16 +10,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import schema
-from core.types import to_text
-from formats import FormatError, Selection
-from formats.iceberg import Manifests, load, manifests
-from metastore import files
-from metastore.index import read, value_type
-from metastore.layout import Layout
-from metastore.manifest import read_manifest
-from metastore.reader import StatisticsNotFound
-from metastore.store import Store
+from lakestats.core import schema
+from lakestats.core.types import to_text
+from lakestats.formats import FormatError, Selection
+from lakestats.formats.iceberg import Manifests, load, manifests
+from lakestats.metastore import files
+from lakestats.metastore.index import read, value_type
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.manifest import read_manifest
+from lakestats.metastore.reader import StatisticsNotFound
+from lakestats.metastore.store import Store
 
 SUFFIX = ".manifests.parquet"
 

@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from formats import DELETION_VECTOR, FILE_SLICE, POSITION_DELETES, FormatError, Selection
-from metastore.store import Store
+from lakestats.formats import DELETION_VECTOR, FILE_SLICE, POSITION_DELETES, FormatError, Selection
+from lakestats.metastore.store import Store
 
 
 @dataclass
@@ -98,7 +98,7 @@ def vector_positions(table: Store, version: str, data_uri: str, _cardinality: st
                      ) -> np.ndarray:
     """The positions that the Delta deletion vector of `data_uri` at `version` deletes.
     delta-rs materializes the version's deletion vectors; this file's is kept."""
-    from formats.delta import load
+    from lakestats.formats.delta import load
     vectors = pa.table(load(table, Selection("delta", version)).deletion_vectors())
     mine = vectors.filter(pc.equal(vectors["filepath"], data_uri))["selection_vector"]
     if not len(mine):
@@ -107,7 +107,7 @@ def vector_positions(table: Store, version: str, data_uri: str, _cardinality: st
 
 
 def _merged_slice(table: Store, base: str, *logs: str) -> pq.ParquetFile:
-    from formats.hudi import load
+    from lakestats.formats.hudi import load
     reader = load(table).create_file_group_reader_with_options()
     merged = pa.Table.from_batches([reader.read_file_slice_from_paths(base, list(logs))])
     sink = pa.BufferOutputStream()

@@ -25,18 +25,18 @@ from aws_lambda_powertools.utilities.data_classes import LambdaFunctionUrlEvent
 from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent_function
 from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
 
-from algorithms.partitions.step import statistics_of_object
-from core.errors import LakestatsError
-from core.settings import Settings
-from fleet import protocol
-from fleet.connections import client, use_password
-from fleet.invokers import make_invoker
-from fleet.windows import request_reduction
-from functions import worker
-from functions.notifications import BadEvent, changes, refused, table_of
-from metastore.layout import Layout
-from metastore.reader import StatisticsNotFound, TableStatistics
-from monostore.compute import reduce_table
+from lakestats.algorithms.partitions.step import statistics_of_object
+from lakestats.core.errors import LakestatsError
+from lakestats.core.settings import Settings
+from lakestats.fleet import protocol
+from lakestats.fleet.connections import client, use_password
+from lakestats.fleet.invokers import make_invoker
+from lakestats.fleet.windows import request_reduction
+from lakestats.functions import worker
+from lakestats.functions.notifications import BadEvent, changes, refused, table_of
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import StatisticsNotFound, TableStatistics
+from lakestats.monostore.compute import reduce_table
 
 logger = Logger()
 tracer = Tracer()

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote_plus
 
-from core.errors import LakestatsError
-from metastore.store import is_hidden
+from lakestats.core.errors import LakestatsError
+from lakestats.metastore.store import is_hidden
 
 
 @dataclass(frozen=True)

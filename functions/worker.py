@@ -17,10 +17,10 @@ import os
 
 import pyarrow as pa
 
-from core.settings import Settings
-from fleet.connections import use_password
-from fleet.jobs import Job
-from fleet.protocol import FREQUENCY_SEND, PARTITION_STATISTICS, RANK_SAMPLE, StepEvent, resolve, \
+from lakestats.core.settings import Settings
+from lakestats.fleet.connections import use_password
+from lakestats.fleet.jobs import Job
+from lakestats.fleet.protocol import FREQUENCY_SEND, PARTITION_STATISTICS, RANK_SAMPLE, StepEvent, resolve, \
     to_json
 
 # $REDIS_PASSWORD, or the password in $REDIS_URL (events carry the URL without it); the Lambda

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlparse
 
-from fleet.protocol import StepEvent
+from lakestats.fleet.protocol import StepEvent
 
 ERRORS = {503: ("SlowDown", "Please reduce your request rate."),
           500: ("InternalError", "We encountered an internal error. Please try again.")}
@@ -84,7 +84,7 @@ class FaultPlan:
 
 # -- in a worker process: the plan's faults fired around each step
 
-WORKER_HOOK = "infra.faults.worker_hook"
+WORKER_HOOK = "lakestats.infra.faults.worker_hook"
 
 
 def worker_hook(env: Mapping[str, str]) -> Callable[[StepEvent], Iterator[None]]:

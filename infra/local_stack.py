@@ -17,7 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from infra.redis_server import redis_server_binary
+from lakestats.infra.redis_server import redis_server_binary
 
 STATE = Path(".lakestats-local")
 # the only fake: an account that the local stack accepts

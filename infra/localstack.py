@@ -20,7 +20,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from infra.local_stack import free_port, wait_for
+from lakestats.infra.local_stack import free_port, wait_for
 
 VENV = Path(__file__).resolve().parent.parent / ".localstack-venv"
 SERVICES = ("s3", "sqs")

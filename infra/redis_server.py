@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import redis
 
-from core.errors import ServiceUnavailable
-from fleet.connections import client, use_password
+from lakestats.core.errors import ServiceUnavailable
+from lakestats.fleet.connections import client, use_password
 
 
 def redis_server_binary() -> str:

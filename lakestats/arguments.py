@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core import settings as defaults
-from formats import FORMATS
+from lakestats.core import settings as defaults
+from lakestats.formats import FORMATS
 
 EXIT_USAGE = 2
 COMPUTE_EXITS = """exit status:
@@ -79,7 +79,7 @@ def planning_options(c: argparse.ArgumentParser) -> None:
 
 
 def _time_zone(name: str) -> str:
-    from pruning.ranges import zone_of
+    from lakestats.pruning.ranges import zone_of
     try:
         zone_of(name)
     except ValueError as e:

@@ -10,7 +10,7 @@ import signal
 import sys
 import warnings
 
-from core.settings import names
+from lakestats.core.settings import names
 from lakestats import arguments, lookup_process, render
 from lakestats.arguments import EXIT_USAGE
 from lakestats.errors import CliError, UsageError, is_usage, message_of
@@ -23,12 +23,12 @@ LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "prune-que
 
 
 def _stats_root(args) -> str:
-    from metastore.layout import Layout
+    from lakestats.metastore.layout import Layout
     return Layout.of_table(args.table, args.stats_root).uri
 
 
 def _open(args):
-    from metastore.reader import TableStatistics
+    from lakestats.metastore.reader import TableStatistics
     if getattr(args, "snapshot", None):
         return TableStatistics.of_snapshot(_stats_root(args), args.snapshot)
     return TableStatistics(_stats_root(args))
@@ -41,9 +41,9 @@ def _print_json(obj) -> None:
 
 
 def cmd_compute(args) -> int:
-    from formats import Selection
-    from monostore.compute import compute, table_exists
-    from monostore.report import ComputeFailed
+    from lakestats.formats import Selection
+    from lakestats.monostore.compute import compute, table_exists
+    from lakestats.monostore.report import ComputeFailed
     selection = Selection(args.format, args.snapshot, args.as_of, args.catalog, args.table_name,
                           args.catalog_name)
     table_exists(args.table, args.create, selection)     # before any worker or Redis starts
@@ -61,8 +61,8 @@ def cmd_compute(args) -> int:
             failure = None
         ranks = unranked = None
         if args.ranks and report.version and not failure:
-            from algorithms.ranks.driver import compute_ranks
-            from metastore.reader import TableStatistics
+            from lakestats.algorithms.ranks.driver import compute_ranks
+            from lakestats.metastore.reader import TableStatistics
             try:           # the columns are known once the version is
                 published = TableStatistics(_stats_root(args))
                 for column in names(args.ranks):
@@ -88,7 +88,7 @@ def cmd_compute(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from metastore.reader import NotPublished, TableStatistics
+    from lakestats.metastore.reader import NotPublished, TableStatistics
     columns = args.columns.split(",") if args.columns else None
     try:
         summary = _open(args).summary(args.partition, columns)
@@ -165,7 +165,7 @@ def cmd_where(args) -> int:
 
 
 def cmd_prune(args) -> int:
-    from pruning import prune
+    from lakestats.pruning import prune
     result = prune(_stats_root(args), args.where, args.limit, args.order_by,
                    table_uri=args.table, assume_current=args.assume_current,
                    time_zone=args.time_zone)
@@ -183,7 +183,7 @@ def _notice(message: str | None) -> None:
 
 
 def cmd_prune_query(args) -> int:
-    from pruning.joins import prune_query
+    from lakestats.pruning.joins import prune_query
     tables = {}
     for item in args.table:
         name, sep, path = item.partition("=")
@@ -215,9 +215,9 @@ def cmd_prune_query(args) -> int:
 
 
 def cmd_manifests(args) -> int:
-    from formats import FormatError, Selection, manifest_statistics
-    from metastore.store import Store
-    from pruning.manifests import lookup
+    from lakestats.formats import FormatError, Selection, manifest_statistics
+    from lakestats.metastore.store import Store
+    from lakestats.pruning.manifests import lookup
     stats = _open(args)
     if stats.manifest.get("format") != "iceberg":
         raise FormatError(f"{args.table}: manifest statistics are Iceberg's; this table's "
@@ -246,10 +246,10 @@ def cmd_manifests(args) -> int:
 def _column(stats, column: str, value: str | None = None) -> None:
     """A usage error unless the version has the column and, with VALUE, VALUE (canonical
     text) reads as the column's type: checked before any work starts."""
-    from metastore.reader import StatisticsNotFound
+    from lakestats.metastore.reader import StatisticsNotFound
     known = stats.schema().names
     if column not in known:
-        from pruning.validate import unknown_column
+        from lakestats.pruning.validate import unknown_column
         raise UsageError(unknown_column(column, known))
     if value is not None:
         try:
@@ -262,7 +262,7 @@ def _ensure_ranks(args, stats) -> None:
     """Exact answers need the version's ranks: compute them on the spot when missing."""
     if args.column in stats.ranked_columns():
         return
-    from algorithms.ranks.driver import compute_ranks
+    from lakestats.algorithms.ranks.driver import compute_ranks
     with render.progress_bar(f"exact ranks of {args.column} (distributed sort)") as progress, \
             coordinator(args) as (settings, invoker):
         compute_ranks(_stats_root(args), invoker, settings, [args.column], progress=progress)
@@ -301,7 +301,7 @@ def cmd_rank(args) -> int:
 
 
 def cmd_watch(args) -> int:
-    from infra.redis_server import redis_url
+    from lakestats.infra.redis_server import redis_url
     from lakestats.watch import watch
     settings = settings_of(args)
     if not settings.tables:
@@ -321,7 +321,7 @@ def cmd_watch(args) -> int:
 
 
 def cmd_local(args) -> int:
-    from infra import local_stack
+    from lakestats.infra import local_stack
     if args.action == "up":
         print(local_stack.exports(local_stack.up(bucket=args.bucket)))
     else:

@@ -30,11 +30,11 @@ def _generate(out: Path, scale: float, parts: int) -> Path:
 
 
 def run(args, settings) -> int:
-    from fleet.invokers import make_invoker
-    from infra.redis_server import redis_url
-    from metastore.layout import Layout
-    from metastore.reader import TableStatistics
-    from monostore.compute import compute
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import redis_url
+    from lakestats.metastore.layout import Layout
+    from lakestats.metastore.reader import TableStatistics
+    from lakestats.monostore.compute import compute
 
     out = Path(args.dir).resolve()
     table = _generate(out, args.scale, args.parts)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 
-from core.errors import (DataCorrupt, FormatUnsupported, LakestatsError, ServiceUnavailable,
+from lakestats.core.errors import (DataCorrupt, FormatUnsupported, LakestatsError, ServiceUnavailable,
                          StatisticsMissing, TableNotFound, UsageError)
 
 __all__ = ["LakestatsError", "UsageError", "TableNotFound", "StatisticsMissing",

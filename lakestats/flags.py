@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import os
 
-from core.settings import Settings, names
+from lakestats.core.settings import Settings, names
 
 # flag -> (settings group, setting); a flag left out keeps the environment's value or default
 FLAG_SETTINGS = {
@@ -54,15 +54,15 @@ def settings_of(args) -> Settings:
 @contextlib.contextmanager
 def coordinator(args, name: str = "local"):
     """Settings with a running Redis, and an invoker."""
-    from infra.redis_server import redis_url
+    from lakestats.infra.redis_server import redis_url
     settings = settings_of(args)
     # the invoker first: local workers import the steps while Redis and the caller start
     if name == "spark":
-        from spark_bridge.invoker import SparkInvoker, local_session
+        from lakestats.spark_bridge.invoker import SparkInvoker, local_session
         invoker = SparkInvoker(local_session(settings.spark_master, settings.workers),
                                settings.workers)
     else:
-        from fleet.invokers import make_invoker
+        from lakestats.fleet.invokers import make_invoker
         invoker = make_invoker(name, settings.workers, settings.steps_function)
     with invoker, redis_url(settings.redis_url, settings.redis_password) as url:
         yield dataclasses.replace(settings, redis_url=url), invoker

@@ -9,10 +9,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from core.settings import Settings
-from fleet.protocol import from_json, to_json
-from functions import worker
-from functions.lambda_handlers import partition_batch
+from lakestats.core.settings import Settings
+from lakestats.fleet.protocol import from_json, to_json
+from lakestats.functions import worker
+from lakestats.functions.lambda_handlers import partition_batch
 
 SQS_BATCH = "lakestats.local_lambda.sqs_batch"      # a batch's StepEvent names it as its step
 ENTRY = "lakestats.local_lambda.run"                  # watch's worker entry point

@@ -9,7 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from core.schema import STATISTIC_NAMES
+from lakestats.core.schema import STATISTIC_NAMES
 
 
 class _Console(Console):

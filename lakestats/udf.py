@@ -1,5 +1,5 @@
 """User-defined statistics: the public import path of plugins (`from lakestats.udf import
 statistic`). See core.udf."""
-from core.udf import MERGES, Statistic, statistic
+from lakestats.core.udf import MERGES, Statistic, statistic
 
 __all__ = ["MERGES", "Statistic", "statistic"]

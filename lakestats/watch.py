@@ -13,11 +13,11 @@ from typing import Callable
 
 import boto3
 
-from core.settings import Settings
-from fleet.invokers.local import LocalInvoker
-from fleet.protocol import StepEvent, from_json
+from lakestats.core.settings import Settings
+from lakestats.fleet.invokers.local import LocalInvoker
+from lakestats.fleet.protocol import StepEvent, from_json
 from lakestats.local_lambda import ENTRY, SQS_BATCH, BatchResult, BatchTask
-from monostore.compute import reduce_table
+from lakestats.monostore.compute import reduce_table
 
 
 def lambda_event(messages: list[dict], queue_arn: str, region: str) -> dict:

@@ -12,12 +12,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import schema
-from core import udf
-from metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
+from lakestats.core import schema
+from lakestats.core import udf
+from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
 
 if TYPE_CHECKING:
-    from metastore.store import Store
+    from lakestats.metastore.store import Store
 
 DATA_SCHEMA_KEY = b"lakestats.data_schema"
 ROW_COUNT_KEY = b"lakestats.row_count"

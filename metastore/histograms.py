@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from core import histogram as hist
-from core import schema
-from core import types as ty
-from core.binning import binning_values, edge_type, edges_array
-from metastore.layout import HISTOGRAMS
+from lakestats.core import histogram as hist
+from lakestats.core import schema
+from lakestats.core import types as ty
+from lakestats.core.binning import binning_values, edge_type, edges_array
+from lakestats.metastore.layout import HISTOGRAMS
 
 if TYPE_CHECKING:
-    from metastore.store import Store
+    from lakestats.metastore.store import Store
 
 # bins per row group: a range of a 10,000-bin histogram reads a few groups, not the column
 ROW_GROUP_BINS = 256

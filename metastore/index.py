@@ -8,11 +8,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import schema
-from core import types as ty
-from metastore import files
-from metastore.layout import INDEX
-from metastore.store import DataFile, Store
+from lakestats.core import schema
+from lakestats.core import types as ty
+from lakestats.metastore import files
+from lakestats.metastore.layout import INDEX
+from lakestats.metastore.store import DataFile, Store
 
 _STATISTICS = [n for n in schema.STATISTIC_NAMES if n not in schema.SKETCH_NAMES]
 

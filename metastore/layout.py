@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from metastore.store import Store
+from lakestats.metastore.store import Store
 
 STATISTICS, FREQUENCIES = "statistics.parquet", "frequencies.parquet"
 HISTOGRAMS, RANKS = "histograms.parquet", "ranks.parquet"

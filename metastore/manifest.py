@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import json
 
-from core.errors import StatisticsMissing
-from metastore.layout import LATEST, MANIFEST, Layout
-from metastore.store import StoreError
+from lakestats.core.errors import StatisticsMissing
+from lakestats.metastore.layout import LATEST, MANIFEST, Layout
+from lakestats.metastore.store import StoreError
 
 
 def dumps(obj) -> bytes:

@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from metastore import files
-from metastore.layout import BLOOMS, STATISTICS, Layout
-from metastore.store import DataFile
+from lakestats.metastore import files
+from lakestats.metastore.layout import BLOOMS, STATISTICS, Layout
+from lakestats.metastore.store import DataFile
 
 class BloomPack:
     """The Bloom filters a version adds, appended batch by batch (column by column within a

@@ -11,13 +11,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from core import quantiles, schema
-from core import types as ty
-from core.errors import StatisticsMissing
-from metastore import files, histograms, index, value_index
-from metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
-from metastore.manifest import published_manifest, read_manifest, snapshot_version
-from metastore.store import Store
+from lakestats.core import quantiles, schema
+from lakestats.core import types as ty
+from lakestats.core.errors import StatisticsMissing
+from lakestats.metastore import files, histograms, index, value_index
+from lakestats.metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
+from lakestats.metastore.manifest import published_manifest, read_manifest, snapshot_version
+from lakestats.metastore.store import Store
 
 
 class StatisticsNotFound(StatisticsMissing):

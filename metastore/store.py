@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from core.errors import ServiceUnavailable
-from metastore import s3
-from metastore.s3 import s3_client, s3_filesystem  # noqa: F401 - the store's S3 clients
+from lakestats.core.errors import ServiceUnavailable
+from lakestats.metastore import s3
+from lakestats.metastore.s3 import s3_client, s3_filesystem  # noqa: F401 - the store's S3 clients
 
 
 class StoreError(ServiceUnavailable):

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from metastore.layout import VALUE_INDEX
+from lakestats.metastore.layout import VALUE_INDEX
 
 if TYPE_CHECKING:
-    from metastore.store import Store
+    from lakestats.metastore.store import Store
 
 SCHEMA = pa.schema([("column", pa.string()), ("value", pa.string()), ("frequency", pa.int64()),
                     ("partitions", pa.list_(pa.string())), ("frequencies", pa.list_(pa.int64()))])

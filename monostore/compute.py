@@ -20,24 +20,24 @@ from typing import Callable
 
 import pyarrow as pa
 
-from algorithms.frequencies import delta, value_index
-from algorithms.frequencies import driver as frequencies
-from algorithms.partitions import reduce, user_statistics
-from algorithms.partitions.driver import compute_partitions
-from core import histogram as hist
-from core import types as ty
-from core import udf
-from core.settings import Settings
-from fleet.fanout import Progress
-from fleet.invokers import Invoker
-from fleet.windows import reduction_started
-from formats import Selection, Snapshot, manifest_statistics, open_snapshot
-from metastore import files, histograms, index, membership
-from metastore.layout import HISTOGRAMS, STATISTICS, Layout
-from metastore.manifest import point_snapshot, read_manifest, write_manifest
-from metastore.store import DataFile, Store
-from monostore import publish
-from monostore.report import ComputeFailed, NoSuchTable, Report
+from lakestats.algorithms.frequencies import delta, value_index
+from lakestats.algorithms.frequencies import driver as frequencies
+from lakestats.algorithms.partitions import reduce, user_statistics
+from lakestats.algorithms.partitions.driver import compute_partitions
+from lakestats.core import histogram as hist
+from lakestats.core import types as ty
+from lakestats.core import udf
+from lakestats.core.settings import Settings
+from lakestats.fleet.fanout import Progress
+from lakestats.fleet.invokers import Invoker
+from lakestats.fleet.windows import reduction_started
+from lakestats.formats import Selection, Snapshot, manifest_statistics, open_snapshot
+from lakestats.metastore import files, histograms, index, membership
+from lakestats.metastore.layout import HISTOGRAMS, STATISTICS, Layout
+from lakestats.metastore.manifest import point_snapshot, read_manifest, write_manifest
+from lakestats.metastore.store import DataFile, Store
+from lakestats.monostore import publish
+from lakestats.monostore.report import ComputeFailed, NoSuchTable, Report
 
 # added partitions indexed at once: memory holds one batch's statistics, value sets and dicts
 INDEX_BATCH = 1_000

@@ -27,11 +27,11 @@ from typing import Callable
 
 import redis
 
-from core.errors import LakestatsError, ServiceUnavailable
-from fleet import protocol
-from fleet.connections import client
-from metastore.layout import Layout
-from metastore.manifest import (latest_version, point_latest, version_name, version_names,
+from lakestats.core.errors import LakestatsError, ServiceUnavailable
+from lakestats.fleet import protocol
+from lakestats.fleet.connections import client
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.manifest import (latest_version, point_latest, version_name, version_names,
                                 version_number)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.errors import LakestatsError, TableNotFound
+from lakestats.core.errors import LakestatsError, TableNotFound
 
 
 @dataclass

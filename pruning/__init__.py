@@ -1,7 +1,7 @@
 """Which data files a query must read, from the published statistics: filter, membership,
 LIMIT and top-k pruning (pruning.plan), over predicates in three-valued logic
 (pruning.predicate)."""
-from pruning.plan import PruneResult, parse_order, prune
-from pruning.predicate import PredicateError
+from lakestats.pruning.plan import PruneResult, parse_order, prune
+from lakestats.pruning.predicate import PredicateError
 
 __all__ = ["PredicateError", "PruneResult", "parse_order", "prune"]

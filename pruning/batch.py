@@ -15,9 +15,9 @@ from typing import Callable
 import numpy as np
 from sqlglot import expressions as E
 
-from core.errors import LakestatsError
-from pruning.predicate import StatsView, evaluate, in_envelope, value_range
-from pruning.ranges import (COMPARISONS, FLIPPED, MAYBE, NAN_LEFT, Flags, Range, aligned,
+from lakestats.core.errors import LakestatsError
+from lakestats.pruning.predicate import StatsView, evaluate, in_envelope, value_range
+from lakestats.pruning.ranges import (COMPARISONS, FLIPPED, MAYBE, NAN_LEFT, Flags, Range, aligned,
                             aligned_already)
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?

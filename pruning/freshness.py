@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from formats import Selection, Snapshot, open_snapshot
-from metastore.store import DataFile
+from lakestats.formats import Selection, Snapshot, open_snapshot
+from lakestats.metastore.store import DataFile
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from pruning.predicate import StatsView, evaluate
+from lakestats.pruning.predicate import StatsView, evaluate
 
 Scope = dict          # alias -> a FROM item of the block
 

@@ -12,18 +12,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from core import range_sets
-from core import schema as statistics_schema
-from core import types as ty
-from formats import Selection, Snapshot, detect, open_snapshot
-from metastore import files
-from metastore.reader import NotPublished, TableStatistics
-from metastore.store import Store
-from pruning.batch import evaluate_all
-from pruning.freshness import Freshness, freshness
-from pruning.join_conditions import conjuncts
-from pruning.predicate import StatsView
-from pruning.views import bounds, candidates
+from lakestats.core import range_sets
+from lakestats.core import schema as statistics_schema
+from lakestats.core import types as ty
+from lakestats.formats import Selection, Snapshot, detect, open_snapshot
+from lakestats.metastore import files
+from lakestats.metastore.reader import NotPublished, TableStatistics
+from lakestats.metastore.store import Store
+from lakestats.pruning.batch import evaluate_all
+from lakestats.pruning.freshness import Freshness, freshness
+from lakestats.pruning.join_conditions import conjuncts
+from lakestats.pruning.predicate import StatsView
+from lakestats.pruning.views import bounds, candidates
 
 STRING_VALUES_MAX = 100_000     # distinct strings a diP lists exactly; beyond, [min, max] zones
 FREQUENCY_READS_MAX = 32        # partitions whose frequencies a string diP reads for its values

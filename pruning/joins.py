@@ -24,15 +24,15 @@ from dataclasses import dataclass
 import numpy as np
 from sqlglot import exp
 
-from core import range_sets
-from core import types as ty
-from core.range_sets import RangeSet
-from metastore.layout import Layout
-from metastore.reader import NotPublished, TableStatistics
-from pruning.join_extract import extract, parse, tables_named, unnamed
-from pruning.join_graph import NOT_IN, JoinGraph, Origin
-from pruning.join_tables import JoinTable, TablePruning, comparable, table_schema
-from pruning.ranges import session_zone
+from lakestats.core import range_sets
+from lakestats.core import types as ty
+from lakestats.core.range_sets import RangeSet
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import NotPublished, TableStatistics
+from lakestats.pruning.join_extract import extract, parse, tables_named, unnamed
+from lakestats.pruning.join_graph import NOT_IN, JoinGraph, Origin
+from lakestats.pruning.join_tables import JoinTable, TablePruning, comparable, table_schema
+from lakestats.pruning.ranges import session_zone
 
 MAX_ROUNDS = 8                  # rounds over a cyclic graph's edges
 MAX_DIP_RANGES = 65_536         # a diP's ranges, compacted beyond (a superset: still sound)

@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import expressions as E
 
-from core import schema
-from core.types import to_text
-from formats.manifest_statistics import Stored
-from pruning.batch import evaluate_all
-from pruning.predicate import StatsView, columns_of, parse
-from pruning.views import bounds
+from lakestats.core import schema
+from lakestats.core.types import to_text
+from lakestats.formats.manifest_statistics import Stored
+from lakestats.pruning.batch import evaluate_all
+from lakestats.pruning.predicate import StatsView, columns_of, parse
+from lakestats.pruning.views import bounds
 
 FIELDS = ("total_column_size", "total_null_value_count", "total_nan_value_count")
 

@@ -24,18 +24,18 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from core import types as ty
-from core.binning import edge_type
-from metastore import files
-from metastore.histograms import histogram_bins
-from metastore.layout import HISTOGRAMS
-from metastore.reader import TableStatistics
-from pruning.batch import evaluate_all
-from pruning.freshness import Freshness, freshness
-from pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
-from pruning.ranges import session_zone
-from pruning.validate import unknown_column, validate
-from pruning.views import Candidate, candidates, hive_columns
+from lakestats.core import types as ty
+from lakestats.core.binning import edge_type
+from lakestats.metastore import files
+from lakestats.metastore.histograms import histogram_bins
+from lakestats.metastore.layout import HISTOGRAMS
+from lakestats.metastore.reader import TableStatistics
+from lakestats.pruning.batch import evaluate_all
+from lakestats.pruning.freshness import Freshness, freshness
+from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
+from lakestats.pruning.ranges import session_zone
+from lakestats.pruning.validate import unknown_column, validate
+from lakestats.pruning.views import Candidate, candidates, hive_columns
 
 
 @dataclass

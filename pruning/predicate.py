@@ -22,8 +22,8 @@ from typing import Callable
 import sqlglot
 from sqlglot import expressions as E
 
-from core.errors import UsageError
-from pruning.ranges import (MAYBE, UNKNOWN, Flags, Months, Range, all_of, any_of, arith, compare,
+from lakestats.core.errors import UsageError
+from lakestats.pruning.ranges import (MAYBE, UNKNOWN, Flags, Months, Range, all_of, any_of, arith, compare,
                             literal, local, negated, successor, union)
 
 # -- the statistics a predicate reads

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from sqlglot import expressions as E
 
-from pruning.predicate import PredicateError
+from lakestats.pruning.predicate import PredicateError
 
 # names Spark reads as functions without parentheses; sqlglot leaves some of them columns
 NILADIC = {"current_date", "current_timestamp", "current_user", "user", "session_user",

@@ -11,18 +11,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import schema as statistics_schema
-from core import types as ty
-from core.bloom import BloomFilter
-from core.hashing import hash_text
-from metastore import files
-from metastore.layout import Layout
-from metastore.membership import read_blooms
-from metastore.reader import TableStatistics
-from metastore.store import Store
-from pruning.batch import MemberAll
-from pruning.predicate import StatsView
-from pruning.ranges import Flags
+from lakestats.core import schema as statistics_schema
+from lakestats.core import types as ty
+from lakestats.core.bloom import BloomFilter
+from lakestats.core.hashing import hash_text
+from lakestats.metastore import files
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.membership import read_blooms
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import Store
+from lakestats.pruning.batch import MemberAll
+from lakestats.pruning.predicate import StatsView
+from lakestats.pruning.ranges import Flags
 
 ALWAYS = Flags(True, False, False)
 

@@ -4,11 +4,11 @@ statistics.
 
 Reads the statistics that metastore/ defines; never imported by functions/ (the Lambda package
 stays free of PySpark)."""
-from spark_bridge.catalog import StaleStatistics, apply_statistics
-from spark_bridge.compute import compute
-from spark_bridge.frame import statistics_frame
-from spark_bridge.joins import explain_pruning, sql
-from spark_bridge.read import prune, read
+from lakestats.spark_bridge.catalog import StaleStatistics, apply_statistics
+from lakestats.spark_bridge.compute import compute
+from lakestats.spark_bridge.frame import statistics_frame
+from lakestats.spark_bridge.joins import explain_pruning, sql
+from lakestats.spark_bridge.read import prune, read
 
 __all__ = ["StaleStatistics", "apply_statistics", "compute", "explain_pruning", "prune", "read",
            "sql", "statistics_frame"]

@@ -14,15 +14,15 @@ import re
 
 import numpy as np
 
-from core import histogram as hist
-from core import types as ty
-from core.binning import binning_values
-from core.errors import StatisticsMissing
-from metastore import histograms
-from metastore.layout import Layout
-from metastore.reader import TableStatistics
-from pruning.freshness import freshness
-from spark_bridge import histogram as eqh
+from lakestats.core import histogram as hist
+from lakestats.core import types as ty
+from lakestats.core.binning import binning_values
+from lakestats.core.errors import StatisticsMissing
+from lakestats.metastore import histograms
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import TableStatistics
+from lakestats.pruning.freshness import freshness
+from lakestats.spark_bridge import histogram as eqh
 
 MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1e-3}
 NUMERIC_SPARK = ("byte", "short", "integer", "long", "float", "double", "decimal")

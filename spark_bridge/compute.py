@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.settings import Settings
-from infra.redis_server import redis_url
-from monostore.report import Report
-from monostore.compute import compute as compute_job
-from spark_bridge.invoker import SparkInvoker
+from lakestats.core.settings import Settings
+from lakestats.infra.redis_server import redis_url
+from lakestats.monostore.report import Report
+from lakestats.monostore.compute import compute as compute_job
+from lakestats.spark_bridge.invoker import SparkInvoker
 
 
 def compute(spark, table_uri: str, *, stats_root: str | None = None,

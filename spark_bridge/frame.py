@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from metastore.layout import Layout
-from metastore.reader import TableStatistics
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import TableStatistics
 
 
 def statistics_frame(spark, table_uri: str, *, stats_root: str | None = None):

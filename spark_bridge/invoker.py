@@ -12,9 +12,9 @@ import sys
 import threading
 import time
 
-from fleet.invokers import Invocation, Invoker
-from fleet.protocol import InvocationError
-from functions import worker
+from lakestats.fleet.invokers import Invocation, Invoker
+from lakestats.fleet.protocol import InvocationError
+from lakestats.functions import worker
 
 GATHER_SECONDS = 0.05
 

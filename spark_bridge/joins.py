@@ -7,8 +7,8 @@ import uuid
 
 from sqlglot import exp
 
-from pruning.joins import prune_query
-from spark_bridge.read import files_frame, session_time_zone
+from lakestats.pruning.joins import prune_query
+from lakestats.spark_bridge.read import files_frame, session_time_zone
 
 
 def explain_pruning(spark, query: str, tables: dict[str, str], *,

@@ -11,14 +11,14 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from core import types as ty
-from formats import FormatError, Snapshot
-from formats.rows import open_rows
-from metastore.layout import Layout
-from metastore.reader import TableStatistics
-from metastore.store import DataFile, Store
-from pruning import PruneResult, parse_order
-from pruning import prune as prune_files
+from lakestats.core import types as ty
+from lakestats.formats import FormatError, Snapshot
+from lakestats.formats.rows import open_rows
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import DataFile, Store
+from lakestats.pruning import PruneResult, parse_order
+from lakestats.pruning import prune as prune_files
 
 
 def prune(table_uri: str, where: str | None = None, limit: int | None = None,

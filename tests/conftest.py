@@ -7,13 +7,16 @@ import sys
 
 import pytest
 
-from core.settings import PartitionSettings, Settings
-from fleet.invokers.local import LocalInvoker
-from infra.local_stack import LOCAL_ACCOUNT, moto_in_process
-from infra.localstack import VENV, Localstack, localstack_python
-from infra.redis_server import EmbeddedRedis
-from metastore.store import s3_client
-from monostore.compute import compute
+from lakestats.core.settings import PartitionSettings, Settings
+from lakestats.fleet.invokers.local import LocalInvoker
+from lakestats.infra.local_stack import LOCAL_ACCOUNT, moto_in_process
+from lakestats.infra.localstack import VENV, Localstack, localstack_python
+from lakestats.infra.redis_server import EmbeddedRedis
+from lakestats.metastore.store import s3_client
+from lakestats.monostore.compute import compute
+from tests.layout import FormerNamesRefused
+
+sys.meta_path.insert(0, FormerNamesRefused())
 
 # the fixtures that start a service (Redis, moto's S3 server, localstack) or use one
 SERVICES = frozenset({"redis_url", "s3_endpoint", "localstack_endpoint", "invoker", "run",
@@ -137,7 +140,7 @@ def proxied_bucket(s3_endpoint, monkeypatch):
 
     import boto3
 
-    from infra.faults import S3FaultProxy
+    from lakestats.infra.faults import S3FaultProxy
     with S3FaultProxy(s3_endpoint) as proxy:
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
         s3_client.cache_clear()

@@ -27,7 +27,7 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
-from metastore.reader import TableStatistics
+from lakestats.metastore.reader import TableStatistics
 from tests.oracle_data import NAN, TICKS, UTC
 
 # -- the oracle: kinds and the values behind canonical text --------------------------------------

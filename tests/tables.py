@@ -40,7 +40,7 @@ def statistics_without_sketches(table: pa.Table) -> list[dict]:
 def published_files(stats_root: str) -> dict[str, list]:
     """The published version's three files as rows, quantile sketches left out (KLL sketches
     compact at random: equal in distribution, not in bytes)."""
-    from metastore.reader import TableStatistics
+    from lakestats.metastore.reader import TableStatistics
     stats = TableStatistics(stats_root)
     out = {}
     for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):

@@ -1,10 +1,10 @@
-"""The structure the code promises: layers that a linter enforces (and that break when an
-upward import is added), settings read only by entry points, modules of one role and modest
-size, every dotted name resolvable, every module in the README's code map."""
+"""The structure the code promises: one import namespace (lakestats.*) whatever the folders,
+layers that a linter enforces (and that break when an upward import is added), settings read
+only by entry points, modules of one role and modest size, every dotted name resolvable, every
+module in the README's code map."""
 from __future__ import annotations
 
 import ast
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fleet import protocol
+from lakestats.fleet import protocol
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["lakestats", "spark_bridge", "functions", "monostore", "pruning", "infra",
-            "algorithms", "fleet", "formats", "metastore", "core"]
+from tests.layout import FORMER_TOP_LEVEL, PACKAGES, ROOT, SETUPTOOLS, installed_layout
+
 ENTRY_POINTS = ("lakestats", "spark_bridge", "functions")
 
 
@@ -30,24 +29,42 @@ def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
                           env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"}, timeout=120)
 
 
-def test_the_layers_hold():
-    done = lint_imports(ROOT)
+def test_the_layers_hold(tmp_path):
+    done = lint_imports(installed_layout(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:]
+    assert "Contracts: 5 kept, 0 broken." in done.stdout, done.stdout[-3000:]
 
 
 @pytest.mark.parametrize("module, upward", [
-    ("core/types.py", "from monostore import compute"),          # the bottom importing the top
-    ("algorithms/ranks/steps.py", "from fleet import fanout"),   # a worker step, the coordinator
-    ("fleet/protocol.py", "from fleet import jobs"),             # a cycle inside a layer
+    ("core/types.py", "from lakestats.monostore import compute"),   # the bottom, the top
+    ("algorithms/ranks/steps.py", "from lakestats.fleet import fanout"),  # a step, the coordinator
+    ("fleet/protocol.py", "from lakestats.fleet import jobs"),      # a cycle inside a layer
+    ("lakestats/new_command.py", "import json"),                    # a module without a layer
 ])
 def test_the_contract_breaks_on_a_wrong_import(tmp_path, module, upward):
-    for name in PACKAGES:
-        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    with open(tmp_path / module, "a") as f:
+    installed = installed_layout(tmp_path)
+    with open(installed / "lakestats" / module.removeprefix("lakestats/"), "a") as f:
         f.write(f"\n\ndef _added():\n    {upward}  # noqa\n")    # lazy imports count too
-    done = lint_imports(tmp_path)
+    done = lint_imports(installed)
     assert done.returncode != 0 and "BROKEN" in done.stdout, done.stdout[-2000:]
+
+
+def test_every_package_folder_installs():
+    """Each folder with an __init__.py is a package setuptools installs, under lakestats."""
+    found = {"lakestats." * (folder != "lakestats") + str(init.parent.relative_to(ROOT))
+             .replace("/", ".") for folder in PACKAGES for init in (ROOT / folder).rglob(
+                 "__init__.py")}
+    assert found == set(SETUPTOOLS["packages"])
+
+
+def test_only_lakestats_imports_from_anywhere(tmp_path):
+    """From a neutral folder, the installed project is lakestats alone."""
+    code = ("import importlib.util, lakestats\n"
+            f"print([n for n in {FORMER_TOP_LEVEL!r} if importlib.util.find_spec(n)])")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 def test_only_entry_points_read_the_environment():
@@ -71,7 +88,7 @@ def test_every_dotted_name_resolves():
         assert callable(protocol.resolve(step)), step
     assert callable(protocol.resolve(protocol.WORKER_ENTRY))
     assert callable(protocol.resolve(protocol.WORKER_WARM))
-    from infra.faults import WORKER_HOOK               # the local stack's, never shipped
+    from lakestats.infra.faults import WORKER_HOOK               # the local stack's, never shipped
     from lakestats.local_lambda import ENTRY, SQS_BATCH
     for name in (WORKER_HOOK, ENTRY, SQS_BATCH):
         assert callable(protocol.resolve(name)), name

@@ -15,9 +15,9 @@ import pyarrow as pa
 import pytest
 
 from lakestats import arguments
-from monostore.report import NoSuchTable
-from pruning.predicate import PredicateError, parse
-from pruning.validate import validate
+from lakestats.monostore.report import NoSuchTable
+from lakestats.pruning.predicate import PredicateError, parse
+from lakestats.pruning.validate import validate
 from tests.tables import mixed, write
 
 LAKESTATS = [sys.executable, "-m", "lakestats.cli"]

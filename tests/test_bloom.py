@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.bloom import BloomFilter
+from lakestats.core.bloom import BloomFilter
 
 
 def test_many_filters_at_once_answer_as_one_at_a_time():

@@ -8,12 +8,12 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from algorithms.partitions.reduce import SchemaDriftError
-from metastore.layout import HISTOGRAMS, Layout
-from metastore.manifest import read_manifest
-from metastore.reader import TableStatistics
-from metastore.store import Store
-from monostore.report import ComputeFailed
+from lakestats.algorithms.partitions.reduce import SchemaDriftError
+from lakestats.metastore.layout import HISTOGRAMS, Layout
+from lakestats.metastore.manifest import read_manifest
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import Store
+from lakestats.monostore.report import ComputeFailed
 from tests.tables import mixed, statistics_without_sketches, write
 
 
@@ -160,8 +160,8 @@ def test_versions_are_published_whole(tmp_path, run):
 def test_partitions_indexed_in_batches_give_the_same_version(tmp_path, run, monkeypatch):
     """Five files indexed two at a time (a schema that widens between batches, Bloom filters
     packed batch by batch): the same statistics, index and plans as all at once."""
-    from monostore import compute as compute_module
-    from pruning import prune
+    from lakestats.monostore import compute as compute_module
+    from lakestats.pruning import prune
     for i in range(5):
         columns = mixed(300, seed=i)
         if i >= 3:                                            # a column that comes later

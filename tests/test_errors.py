@@ -5,19 +5,16 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from pathlib import Path
 
 import pytest
 import redis
 
-from core import errors as core_errors
+from lakestats.core import errors as core_errors
 from lakestats import cli, errors
 from lakestats.errors import (CliError, DataCorrupt, FormatUnsupported, LakestatsError,
                               ServiceUnavailable, StatisticsMissing, TableNotFound, UsageError)
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["lakestats", "spark_bridge", "functions", "monostore", "pruning", "infra",
-            "algorithms", "fleet", "formats", "metastore", "core"]
+from tests.layout import PACKAGES, ROOT, module_name
 
 
 def exception_classes() -> dict[str, type]:
@@ -25,8 +22,7 @@ def exception_classes() -> dict[str, type]:
     found = {}
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(
-                ".__init__")
+            name = module_name(path)
             module = importlib.import_module(name)
             for cls in vars(module).values():
                 if inspect.isclass(cls) and issubclass(cls, BaseException) \
@@ -37,16 +33,16 @@ def exception_classes() -> dict[str, type]:
 
 def test_every_exception_class_is_a_lakestats_error():
     classes = exception_classes()
-    assert {"pruning.predicate.PredicateError", "metastore.store.StoreError",
-            "monostore.report.NoSuchTable", "lakestats.errors.CliError"} <= classes.keys()
+    assert {"lakestats.pruning.predicate.PredicateError", "lakestats.metastore.store.StoreError",
+            "lakestats.monostore.report.NoSuchTable", "lakestats.errors.CliError"} <= classes.keys()
     assert [name for name, cls in classes.items() if not issubclass(cls, LakestatsError)] == []
 
 
 def test_the_kinds_and_the_bases_callers_catch():
-    from formats import FormatError
-    from metastore.reader import NotPublished
-    from monostore.report import NoSuchTable
-    from pruning.predicate import PredicateError
+    from lakestats.formats import FormatError
+    from lakestats.metastore.reader import NotPublished
+    from lakestats.monostore.report import NoSuchTable
+    from lakestats.pruning.predicate import PredicateError
     assert errors.LakestatsError is core_errors.LakestatsError
     assert errors.UsageError is core_errors.UsageError
     assert issubclass(PredicateError, UsageError) and issubclass(PredicateError, ValueError)
@@ -86,7 +82,7 @@ def test_the_command_line_prints_one_line_and_exits(monkeypatch, capsys, error, 
 
 
 def test_a_predicate_error_is_a_usage_error(monkeypatch, capsys):
-    from pruning.predicate import PredicateError
+    from lakestats.pruning.predicate import PredicateError
     monkeypatch.setitem(cli.COMMANDS, "show", failing(PredicateError("predicate 'x': bad")))
     assert cli.main(["show", "some/table"]) == 2
     assert "PredicateError" not in capsys.readouterr().err

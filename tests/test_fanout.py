@@ -16,12 +16,12 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from fleet.connections import client
-from fleet.fanout import THROTTLE_PAUSE, fan_out
-from fleet.invokers.aws_lambda import LambdaInvoker
-from fleet.jobs import JobScope
-from fleet.protocol import RANK_MERGE, InvocationError, RankResult, RankTask, StepEvent, StepFailed
-from metastore.reader import TableStatistics
+from lakestats.fleet.connections import client
+from lakestats.fleet.fanout import THROTTLE_PAUSE, fan_out
+from lakestats.fleet.invokers.aws_lambda import LambdaInvoker
+from lakestats.fleet.jobs import JobScope
+from lakestats.fleet.protocol import RANK_MERGE, InvocationError, RankResult, RankTask, StepEvent, StepFailed
+from lakestats.metastore.reader import TableStatistics
 from tests.tables import mixed, write
 
 

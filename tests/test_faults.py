@@ -17,21 +17,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from algorithms.ranks.driver import compute_ranks
-from core.settings import FrequencySettings, Settings
-from fleet.invokers.local import LocalInvoker
-from fleet.protocol import JobLost, StepFailed
-from functions.lambda_handlers import partition_batch
-from infra.faults import FaultPlan, S3FaultProxy, S3Faults
-from infra.local_stack import wire_bucket
-from infra.redis_server import EmbeddedRedis
+from lakestats.algorithms.ranks.driver import compute_ranks
+from lakestats.core.settings import FrequencySettings, Settings
+from lakestats.fleet.invokers.local import LocalInvoker
+from lakestats.fleet.protocol import JobLost, StepFailed
+from lakestats.functions.lambda_handlers import partition_batch
+from lakestats.infra.faults import FaultPlan, S3FaultProxy, S3Faults
+from lakestats.infra.local_stack import wire_bucket
+from lakestats.infra.redis_server import EmbeddedRedis
 from lakestats.local_lambda import LocalContext
 from lakestats.watch import lambda_event
-from metastore.layout import RANKS, Layout
-from metastore.manifest import latest_version
-from metastore.store import Store, s3_client
-from monostore.compute import compute, reduce_table
-from monostore.publish import OutOfTime
+from lakestats.metastore.layout import RANKS, Layout
+from lakestats.metastore.manifest import latest_version
+from lakestats.metastore.store import Store, s3_client
+from lakestats.monostore.compute import compute, reduce_table
+from lakestats.monostore.publish import OutOfTime
 from tests.tables import mixed, published_files, write
 
 pytestmark = pytest.mark.slow

@@ -13,10 +13,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from formats import FormatError, Selection
-from metastore.layout import Layout
-from metastore.reader import NotPublished, TableStatistics
-from monostore.compute import compute
+from lakestats.formats import FormatError, Selection
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import NotPublished, TableStatistics
+from lakestats.monostore.compute import compute
 from tests.oracle import check_everything
 from tests.oracle_data import adversarial
 from tests.tables import run_cli
@@ -265,11 +265,11 @@ def test_formats_are_detected_and_misuse_is_a_clear_error(delta, tmp_path):
     assert done.returncode == 1 and "not an Iceberg table" in done.stderr
     done = run_cli("compute", str(delta), "--snapshot", "99", "--quiet")
     assert done.returncode == 1 and "Delta" in done.stderr and "99" in done.stderr
-    from formats import detect
-    from metastore.store import Store
+    from lakestats.formats import detect
+    from lakestats.metastore.store import Store
     assert detect(Store(str(delta))) == "delta" and detect(Store(str(plain))) == "parquet"
     with pytest.raises(FormatError, match="--format orc"):
-        from formats import open_snapshot
+        from lakestats.formats import open_snapshot
         open_snapshot(str(plain), Selection("orc"))
     assert pc is not None
 
@@ -299,13 +299,13 @@ def test_iceberg_equality_deletes_are_flagged_and_never_certain(invoker, setting
     parts = {p["path"]: p["bounds_exact"] for p in TableStatistics(stats_root).partitions()}
     assert parts[deleted] is False and sum(parts.values()) == 1
     (later,) = [p for p, exact in parts.items() if exact]
-    from pruning import prune
+    from lakestats.pruning import prune
     # every row of the flagged file may be deleted: the later file's rows are the certain ones
     assert prune(stats_root, None, 5, "x ASC").kept == [deleted, later]
     assert prune(stats_root, None, 5).kept == [later]
     assert prune(stats_root, "x >= 1000", 5).kept == [later]
     # Spark reads the exact file, and refuses to read the flagged one as if nothing were deleted
-    import spark_bridge
+    from lakestats import spark_bridge
     assert spark_bridge.read(spark, root, where="x >= 1000").count() == 10
     with pytest.raises(FormatError, match=f"{deleted}: .*cannot be read exactly"):
         spark_bridge.read(spark, root)
@@ -317,7 +317,7 @@ def test_spark_reads_the_rows_the_format_defines(iceberg, delta, spark, invoker,
     (Iceberg position deletes, Delta deletion vectors), Delta's partition values added."""
     from deltalake import DeltaTable, QueryBuilder
 
-    import spark_bridge
+    from lakestats import spark_bridge
     table, _ = iceberg
     expected = {table.location().removeprefix("file://"): table.scan().to_arrow()}
     for root in [delta, *unzipped(sorted(DELTA_SAMPLES.glob("*.zip")), tmp_path,

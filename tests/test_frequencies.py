@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core import types as ty
-from core.settings import FrequencySettings
+from lakestats.core import types as ty
+from lakestats.core.settings import FrequencySettings
 from lakestats.cli import main
-from metastore.reader import TableStatistics
-from metastore.store import Store
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import Store
 from tests.tables import write
 
 ALGORITHMS = ["low-distinct", "low-duplicate", "binned"]
@@ -127,7 +127,7 @@ def test_low_distinct_in_many_batches_is_byte_identical(table, by_algorithm, tmp
                                                         monkeypatch):
     """Columns cut into as many reducer batches as the workers allow, of unequal sizes (the
     unique ids fill more than their share, so some batch numbers go unused): the same file."""
-    from algorithms.frequencies import choice
+    from lakestats.algorithms.frequencies import choice
     monkeypatch.setattr(choice, "LOW_DISTINCT_SPLIT", 1)
     report = run(table, stats_root=str(tmp_path),
                  frequencies=FrequencySettings("low-distinct", **SMALL))
@@ -169,7 +169,7 @@ def test_failed_step_leaves_no_keys_and_publishes_nothing(tmp_path, run, redis_u
     appears, and the job's Redis keys are gone."""
     import redis
 
-    from fleet.protocol import StepFailed
+    from lakestats.fleet.protocol import StepFailed
     root = tmp_path / "t"
     for i in range(3):
         write(root / f"part-{i}.parquet", tricky(i))

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-import spark_bridge
-from pruning import prune
-from pruning.joins import prune_query
+from lakestats import spark_bridge
+from lakestats.pruning import prune
+from lakestats.pruning.joins import prune_query
 from tests.tables import run_cli, scan, write
 from tests.test_pruning_property import predicates
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, seed, settings
 from hypothesis import strategies as st
 
-from core import histogram as hist
+from lakestats.core import histogram as hist
 
 INTS = st.lists(st.integers(-2**63, 2**63 - 1), min_size=1, max_size=40)
 FLOATS = st.lists(st.one_of(st.floats(allow_nan=False, width=64),

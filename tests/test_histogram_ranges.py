@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakestats.cli import main
-from metastore.layout import Layout
-from metastore.reader import TableStatistics
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import TableStatistics
 from tests.oracle import parse
 
 ROWS = 60_000

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from algorithms.frequencies import delta
-from core import types as ty
-from metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
-from metastore.reader import TableStatistics
-from metastore.store import Store
+from lakestats.algorithms.frequencies import delta
+from lakestats.core import types as ty
+from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import Store
 from tests.tables import write
 
 COLUMNS = ["k", "x", "s", "d", "m"]

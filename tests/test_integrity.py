@@ -11,10 +11,10 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from metastore.layout import HISTOGRAMS, STATISTICS, Layout
-from metastore.manifest import LatestLost
-from metastore.reader import TableStatistics
-from metastore.store import DataFile
+from lakestats.metastore.layout import HISTOGRAMS, STATISTICS, Layout
+from lakestats.metastore.manifest import LatestLost
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import DataFile
 from tests.tables import mixed, published_files, run_cli, write
 
 

@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import spark_bridge
-from metastore.reader import TableStatistics
-from pruning.joins import prune_query
+from lakestats import spark_bridge
+from lakestats.metastore.reader import TableStatistics
+from lakestats.pruning.joins import prune_query
 from tests.tables import write
 
 # date_dim: three partitions of (date_sk, year); the zone maps are those of the digest, and

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import spark_bridge
-from pruning.joins import prune_query
+from lakestats import spark_bridge
+from lakestats.pruning.joins import prune_query
 from tests.tables import write
 
 pytestmark = pytest.mark.slow

@@ -18,12 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from algorithms.partitions import kernel as partition
-from core import binning
-from core import types as ty
-from metastore import histograms
-from metastore.reader import TableStatistics
-from metastore.store import Store
+from lakestats.algorithms.partitions import kernel as partition
+from lakestats.core import binning
+from lakestats.core import types as ty
+from lakestats.metastore import histograms
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import Store
 from tests.tables import write
 
 NAN = float("nan")
@@ -253,8 +253,8 @@ def test_table_histogram_is_the_histogram_of_all_rows(tmp_path, run):
 def test_high_cardinality_columns_are_exact_and_sketched(tmp_path, run):
     """Overlapping ids over three partitions, in four types: exact distinct counts, a KMV
     estimate within its error, Bloom filters without false negatives."""
-    from core import hashing
-    from core.bloom import BloomFilter
+    from lakestats.core import hashing
+    from lakestats.core.bloom import BloomFilter
     for i in range(3):
         ids = np.arange(i * 40_000, i * 40_000 + 50_000)
         write(tmp_path / f"{i}.parquet", pa.table({

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fleet import protocol
+from lakestats.fleet import protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 MAKEFILE = ROOT / "deploy" / "lambda" / "Makefile"
@@ -23,22 +23,21 @@ TEST_ONLY_TEXT = re.compile(r"\bfaults\b|LAKESTATS_FAULTS|\binfra\.|sqs_batch|lo
 
 
 def shipped() -> list[Path]:
-    """The Python files of the Lambda package: the folders of PACKAGES, copied whole, and the
-    single files the package target copies with `cp -L`."""
+    """The Python files of the Lambda package: the folders of PACKAGES, copied whole into
+    lakestats/, and the single modules of MODULES."""
     text = MAKEFILE.read_text()
-    packages = re.search(r"^PACKAGES\s*:=\s*(.+)$", text, re.M).group(1).split()
-    singles = [f for line in re.findall(r"^\s*cp -L (.+)$", text, re.M)
-               for f in line.split() if f.endswith(".py")]
+    packages, modules = (re.search(rf"^{name}\s*:=\s*(.+)$", text, re.M).group(1).split()
+                         for name in ("PACKAGES", "MODULES"))
     files = [p for package in packages for p in (ROOT / package).rglob("*.py")]
-    return sorted(files + [ROOT / f for f in singles])
+    return sorted(files + [ROOT / f for f in modules])
 
 
 def test_the_package_is_the_makefiles():
     names = {str(p.relative_to(ROOT)) for p in shipped()}
     assert {"functions/worker.py", "functions/lambda_handlers.py", "fleet/protocol.py",
             "lakestats/udf.py"} <= names
-    assert not any(n.startswith(("infra/", "tests/", "spark_bridge/")) for n in names)
-    assert not {"lakestats/watch.py", "lakestats/local_lambda.py"} & names
+    assert not any(n.startswith(("infra/", "tests/", "spark_bridge/", "pruning/")) for n in names)
+    assert not {"lakestats/watch.py", "lakestats/local_lambda.py", "lakestats/cli.py"} & names
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -83,27 +82,28 @@ def test_no_shipped_module_defines_or_imports_test_only_code():
 
 def test_the_check_finds_the_fault_injection_a_worker_once_shipped():
     fault = "import os, signal\n\ndef kill():\n    os.kill(os.getpid(), signal.SIGKILL)\n"
-    worker = "from functions import faults\n\ndef run(call):\n    faults.at(call, 'before')\n"
-    steps = "STEPS = {'functions.local.sqs_batch': None}\n"
+    worker = ("from lakestats.functions import faults\n\n"
+              "def run(call):\n    faults.at(call, 'before')\n")
+    steps = "STEPS = {'lakestats.functions.local.sqs_batch': None}\n"
     found = find_test_only_code([], {"faults.py": fault, "worker.py": worker, "protocol.py": steps})
     assert sorted(found) == ["faults.py:1 imports ['os', 'signal']",
                              "faults.py:4 calls os.kill", "faults.py:4 names SIGKILL",
-                             "protocol.py:1 has 'functions.local.sqs_batch'",
-                             "worker.py:1 imports ['faults', 'functions']",
+                             "protocol.py:1 has 'lakestats.functions.local.sqs_batch'",
+                             "worker.py:1 imports ['faults', 'functions', 'lakestats']",
                              "worker.py:4 names faults"]
 
 
 def test_every_registered_step_ships():
     packages = {p.relative_to(ROOT).parts[0] for p in shipped()}
-    for step in protocol.STEPS:
-        assert step.split(".")[0] in packages, step
-    assert protocol.WORKER_ENTRY.split(".")[0] in packages
+    for step in (*protocol.STEPS, protocol.WORKER_ENTRY):
+        assert step.startswith("lakestats.") and step.split(".")[1] in packages, step
 
 
 def test_the_lambda_handlers_import_nothing_of_the_local_stack():
     env = {k: v for k, v in os.environ.items()
            if k not in ("LAKESTATS_WORKER_HOOKS", "LAKESTATS_FAULTS")}
-    code = ("import json, sys\nimport functions.lambda_handlers\nfrom functions import worker\n"
+    code = ("import json, sys\nimport lakestats.functions.lambda_handlers\n"
+            "from lakestats.functions import worker\n"
             "print(json.dumps({'modules': sorted(sys.modules), 'hooks': len(worker.HOOKS)}))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=120,
@@ -112,6 +112,7 @@ def test_the_lambda_handlers_import_nothing_of_the_local_stack():
     loaded = json.loads(done.stdout.splitlines()[-1])
     assert loaded["hooks"] == 0
     test_only = [m for m in loaded["modules"]
-                 if m.split(".")[0] in ("infra", "tests", "spark_bridge")
+                 if m.startswith(("lakestats.infra", "tests", "lakestats.spark_bridge",
+                                  "lakestats.pruning"))
                  or "faults" in m.split(".") or m == "lakestats.local_lambda"]
     assert test_only == []

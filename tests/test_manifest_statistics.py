@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from formats import Selection
-from formats.manifest_statistics import Stored
-from metastore.layout import Layout
-from monostore.compute import compute
-from pruning.manifests import lookup
+from lakestats.formats import Selection
+from lakestats.formats.manifest_statistics import Stored
+from lakestats.metastore.layout import Layout
+from lakestats.monostore.compute import compute
+from lakestats.pruning.manifests import lookup
 from tests.tables import run_cli
 from tests.test_formats import batch, position_deletes
 

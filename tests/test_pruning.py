@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakestats.cli import main
-from pruning import PredicateError, prune
+from lakestats.pruning import PredicateError, prune
 from tests.tables import write
 
 

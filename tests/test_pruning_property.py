@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from metastore.store import Store
-from pruning import prune
+from lakestats.metastore.store import Store
+from lakestats.pruning import prune
 from tests.tables import scan, write
 
 pytestmark = pytest.mark.slow
@@ -126,10 +126,10 @@ def test_limit_and_top_k_read_what_a_full_scan_reads(table, where, k, order):
 def test_all_partitions_at_once_answer_as_one_at_a_time(table, where):
     """pruning.batch evaluates every partition at once; pruning.predicate, the reference,
     one partition at a time: the same flags for every partition."""
-    from metastore.reader import TableStatistics
-    from pruning.batch import evaluate_all
-    from pruning.predicate import columns_of, evaluate, parse
-    from pruning.views import candidates
+    from lakestats.metastore.reader import TableStatistics
+    from lakestats.pruning.batch import evaluate_all
+    from lakestats.pruning.predicate import columns_of, evaluate, parse
+    from lakestats.pruning.views import candidates
     node = parse(where)
     parts, member_all = candidates(TableStatistics(f"{table}/_lakestats"), columns_of(node))
     views = [p.view for p in parts]

@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from metastore.store import Store
-from monostore.compute import INDEX_BATCH
-from pruning import prune
+from lakestats.metastore.store import Store
+from lakestats.monostore.compute import INDEX_BATCH
+from lakestats.pruning import prune
 from tests.tables import write
 
 pytestmark = pytest.mark.slow

@@ -16,17 +16,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import metastore.s3
-from algorithms.ranks.driver import compute_ranks
-from core.settings import Settings
-from fleet import protocol
-from fleet.connections import client
-from infra.faults import S3Faults
-from metastore.layout import LATEST, MANIFEST, RANKS, Layout
-from metastore.manifest import LatestLost, version_names
-from metastore.reader import StatisticsNotFound, TableStatistics
-from metastore.store import Store, StoreError, s3_client
-from monostore import publish
+import lakestats.metastore.s3
+from lakestats.algorithms.ranks.driver import compute_ranks
+from lakestats.core.settings import Settings
+from lakestats.fleet import protocol
+from lakestats.fleet.connections import client
+from lakestats.infra.faults import S3Faults
+from lakestats.metastore.layout import LATEST, MANIFEST, RANKS, Layout
+from lakestats.metastore.manifest import LatestLost, version_names
+from lakestats.metastore.reader import StatisticsNotFound, TableStatistics
+from lakestats.metastore.store import Store, StoreError, s3_client
+from lakestats.monostore import publish
 from tests.tables import mixed, published_files, run_cli, write
 
 
@@ -233,7 +233,7 @@ def blob_table(mib: int) -> pa.Table:
 
 def test_an_s3_write_that_fails_leaves_nothing_at_the_key(proxied_bucket, monkeypatch):
     name, proxy = proxied_bucket
-    monkeypatch.setattr(metastore.s3, "PART_SIZE", 5 * 1024 * 1024)
+    monkeypatch.setattr(lakestats.metastore.s3, "PART_SIZE", 5 * 1024 * 1024)
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")      # the failed part is not retried
     s3_client.cache_clear()
     store = Store(f"s3://{name}/t")

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from core import quantiles
-from core import types as ty
+from lakestats.core import quantiles
+from lakestats.core import types as ty
 
 QS = [0.0, 0.001, 0.1, 0.25, 0.5, 0.75, 0.9, 0.999, 1.0]
 RNG = np.random.default_rng(3)

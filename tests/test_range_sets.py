@@ -10,8 +10,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core import range_sets as rs
-from core.range_sets import RangeSet
+from lakestats.core import range_sets as rs
+from lakestats.core.range_sets import RangeSet
 
 
 def test_lemma_1_examples():

@@ -10,10 +10,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from algorithms.ranks.driver import compute_ranks
-from core import types as ty
-from core.settings import FrequencySettings
-from metastore.reader import TableStatistics
+from lakestats.algorithms.ranks.driver import compute_ranks
+from lakestats.core import types as ty
+from lakestats.core.settings import FrequencySettings
+from lakestats.metastore.reader import TableStatistics
 from tests.tables import write
 
 QS = [0, 0.001, 0.01, 0.25, 0.5, 0.75, 0.99, 0.999, 1]

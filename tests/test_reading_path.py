@@ -9,11 +9,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from algorithms.ranks.driver import compute_ranks
-from core import types as ty
-from formats import FormatError
-from metastore.layout import Layout
-from metastore.reader import TableStatistics
+from lakestats.algorithms.ranks.driver import compute_ranks
+from lakestats.core import types as ty
+from lakestats.formats import FormatError
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import TableStatistics
 from tests.test_formats import (DELTA_SAMPLES, HUDI_SAMPLES, add_delete_file, compute_snapshot,
                                 position_deletes, unzipped)
 from tests.test_ranks import percentile_disc, same

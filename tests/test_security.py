@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.settings import Settings
-from fleet.connections import use_password
-from fleet.invokers.local import LocalInvoker
-from functions.lambda_handlers import partition_batch, redis_password
-from infra.local_stack import wire_bucket
-from infra.redis_server import EmbeddedRedis, redis_url
+from lakestats.core.settings import Settings
+from lakestats.fleet.connections import use_password
+from lakestats.fleet.invokers.local import LocalInvoker
+from lakestats.functions.lambda_handlers import partition_batch, redis_password
+from lakestats.infra.local_stack import wire_bucket
+from lakestats.infra.redis_server import EmbeddedRedis, redis_url
 from lakestats.cli import main as cli_main
 from lakestats.local_lambda import SQS_BATCH, LocalContext
 from lakestats.watch import lambda_event, watch

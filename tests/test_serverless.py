@@ -17,10 +17,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.settings import Settings
-from infra.local_stack import wire_bucket
-from metastore.reader import TableStatistics
-from metastore.store import Store, s3_client, s3_filesystem
+from lakestats.core.settings import Settings
+from lakestats.infra.local_stack import wire_bucket
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import Store, s3_client, s3_filesystem
 from tests.tables import mixed, published_files
 
 pytestmark = pytest.mark.slow
@@ -163,8 +163,8 @@ def on_localstack(localstack_endpoint, monkeypatch):
 
 def test_flow_on_localstack(on_localstack, redis_url):
     """The same flow against localstack's S3 and SQS."""
-    from fleet.invokers import make_invoker
-    from monostore.compute import compute
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.monostore.compute import compute
     endpoint = on_localstack
     assert s3_client().meta.endpoint_url == endpoint
     bucket = f"lake-{uuid.uuid4().hex[:8]}"

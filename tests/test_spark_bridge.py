@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import spark_bridge
-from metastore.reader import TableStatistics
+from lakestats import spark_bridge
+from lakestats.metastore.reader import TableStatistics
 from tests.tables import mixed, statistics_without_sketches, write
 
 
@@ -155,7 +155,7 @@ def test_hive_catalog_keeps_statistics_across_sessions(tmp_path, run):
     write(table / "a.parquet", mixed(2000, seed=3))
     run(table)
     first = HIVE_SESSION + textwrap.dedent(f"""
-        import spark_bridge
+        from lakestats import spark_bridge
         spark.sql("CREATE TABLE h USING parquet LOCATION '{table}'")
         spark_bridge.apply_statistics(spark, "h", "{table}")
     """)

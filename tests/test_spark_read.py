@@ -6,7 +6,7 @@ import boto3
 import numpy as np
 import pyarrow as pa
 
-import spark_bridge
+from lakestats import spark_bridge
 from tests.tables import write
 
 QUERIES = [

@@ -12,11 +12,11 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
-from algorithms.partitions import kernel as partition
-from core.settings import FrequencySettings, PartitionSettings
-from metastore import files, histograms
-from metastore.reader import TableStatistics
-from metastore.store import Store
+from lakestats.algorithms.partitions import kernel as partition
+from lakestats.core.settings import FrequencySettings, PartitionSettings
+from lakestats.metastore import files, histograms
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import Store
 from tests.oracle import (check_everything, check_frequencies, check_histogram, check_row, duck,
                           oracle, python_values, read_column, source, stats_rows)
 from tests.oracle_data import (FLOAT_MAX, FLOAT_TINY, I64_MAX, I64_MIN, INF, KOLKATA, NAN,

@@ -17,7 +17,7 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
-from metastore.reader import TableStatistics
+from lakestats.metastore.reader import TableStatistics
 from tests.oracle import check_everything, duck, kind, source, stats_rows
 from tests.oracle_data import adversarial, data_files, write
 

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from metastore.s3 import TAIL
-from metastore.store import Store
+from lakestats.metastore.s3 import TAIL
+from lakestats.metastore.store import Store
 
 
 @pytest.fixture

@@ -152,16 +152,18 @@ def test_sam_validate_lint():
 def test_package_fits_in_lambda(tmp_path):
     """The package `sam build` makes (deploy/lambda/Makefile), measured unzipped."""
     out = tmp_path / "package"
-    subprocess.run(["make", "-C", str(ROOT / "deploy" / "lambda"), "package",
-                    f"ARTIFACTS_DIR={out}", f"PIP={sys.executable} -m pip"],
-                   check=True, capture_output=True)
+    subprocess.run(["make", "-f", "deploy/lambda/Makefile", "package", f"ARTIFACTS_DIR={out}",
+                    f"PIP={sys.executable} -m pip"], cwd=ROOT, check=True, capture_output=True)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"functions package: {size / 2**20:.0f} MB unzipped")
     assert size < LAMBDA_LIMIT_BYTES
-    assert (out / "functions" / "lambda_handlers.py").exists() and (out / "pyarrow").is_dir()
-    assert (out / "fleet" / "protocol.py").exists() and (out / "algorithms").is_dir()
-    # nothing the functions do not import: no CLI, Spark, pruning or local stack; of the
-    # command-line package only the plugins' import path (lakestats.udf)
+    package = out / "lakestats"
+    assert (package / "functions" / "lambda_handlers.py").exists() and (out / "pyarrow").is_dir()
+    assert (package / "fleet" / "protocol.py").exists() and (package / "algorithms").is_dir()
+    # one namespace, and nothing the functions do not import: no CLI, Spark, pruning or local
+    # stack; of the command-line package only the plugins' import path (lakestats.udf)
     assert not [p.name for p in out.iterdir() if p.name.startswith(
-        ("pyspark", "spark_bridge", "pruning", "infra"))]
-    assert sorted(p.name for p in (out / "lakestats").iterdir()) == ["__init__.py", "udf.py"]
+        ("pyspark", "spark_bridge", "pruning", "infra", "core", "functions", "fleet"))]
+    assert sorted(p.name for p in package.iterdir()) == [
+        "__init__.py", "algorithms", "core", "fleet", "formats", "functions", "metastore",
+        "monostore", "udf.py"]

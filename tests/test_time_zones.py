@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-import spark_bridge
+from lakestats import spark_bridge
 from tests.tables import run_cli, write
 
 ZONES = ["UTC", "America/Los_Angeles", "Asia/Kolkata", "Europe/London", "+05:30"]

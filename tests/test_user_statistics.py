@@ -11,10 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core import udf
+from lakestats.core import udf
 from lakestats.cli import main
-from metastore.layout import Layout
-from metastore.reader import TableStatistics
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import TableStatistics
 
 PLUGIN = "lakestats.statistics"          # the entry-point group of tests/plugin
 EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from core.settings import FrequencySettings
+from lakestats.core.settings import FrequencySettings
 from lakestats.cli import main
-from metastore.layout import Layout
-from metastore.reader import StatisticsNotFound, TableStatistics
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import StatisticsNotFound, TableStatistics
 
 INT64 = np.iinfo(np.int64)
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lakestats.cli import main
-from metastore.reader import TableStatistics
-from pruning import prune
+from lakestats.metastore.reader import TableStatistics
+from lakestats.pruning import prune
 from tests.tables import write
 
 TEXTS = ["a", "", "日本", "🦆 duck", "é", "a\x00b", "z" * 40]

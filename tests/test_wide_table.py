@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from infra.redis_server import EmbeddedRedis
-from metastore.reader import TableStatistics
+from lakestats.infra.redis_server import EmbeddedRedis
+from lakestats.metastore.reader import TableStatistics
 
 # a Redis of its own, started here: a services test
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -28,9 +28,9 @@ REDIS_BUDGET_MB, COORDINATOR_BUDGET_MB = 256, 1024
 # the workers are its children, and their largest peak comes from RUSAGE_CHILDREN.
 COORDINATOR = """
 import json, resource, sys
-from core.settings import Settings
-from fleet.invokers.local import LocalInvoker
-from monostore.compute import compute
+from lakestats.core.settings import Settings
+from lakestats.fleet.invokers.local import LocalInvoker
+from lakestats.monostore.compute import compute
 with LocalInvoker(workers=2) as invoker:
     report = compute(sys.argv[1], invoker, Settings(redis_url=sys.argv[2]))
 peak = next(int(line.split()[1]) for line in open("/proc/self/status")

@@ -38,8 +38,8 @@ frequencies.parquet).
 """
 from __future__ import annotations
 
-from core.settings import FREQUENCY_ALGORITHMS
-from fleet import protocol
+from lakestats.core.settings import FREQUENCY_ALGORITHMS
+from lakestats.fleet import protocol
 
 LOW_DISTINCT, LOW_DUPLICATE, BINNED = FREQUENCY_ALGORITHMS
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE
-from core import hashing, schema
-from core import types as ty
-from core.settings import FrequencySettings
-from fleet.protocol import FrequencyColumn
-from metastore import files
+from lakestats.algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE
+from lakestats.core import hashing, schema
+from lakestats.core import types as ty
+from lakestats.core.settings import FrequencySettings
+from lakestats.fleet.protocol import FrequencyColumn
+from lakestats.metastore import files
 
 BINS_PER_WORKER = 2
 LOW_DISTINCT_BATCH = 4_000_000      # values a low-distinct reducer sums, beyond its last column

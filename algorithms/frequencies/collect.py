@@ -9,15 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from algorithms.frequencies import BINNED, LOW_DISTINCT, channel
-from algorithms.frequencies.choice import PlannedColumn, distinct_sum
-from core import schema
-from fleet import protocol
-from fleet.connections import client
-from fleet.jobs import JobScope
-from fleet.protocol import ColumnOutcome, FrequencyResult
-from metastore.layout import FREQUENCIES
-from metastore.store import Store
+from lakestats.algorithms.frequencies import BINNED, LOW_DISTINCT, channel
+from lakestats.algorithms.frequencies.choice import PlannedColumn, distinct_sum
+from lakestats.core import schema
+from lakestats.fleet import protocol
+from lakestats.fleet.connections import client
+from lakestats.fleet.jobs import JobScope
+from lakestats.fleet.protocol import ColumnOutcome, FrequencyResult
+from lakestats.metastore.layout import FREQUENCIES
+from lakestats.metastore.store import Store
 
 PAGE = schema.FREQUENCIES_ROW_GROUP     # rows a row group holds, and a Redis page
 

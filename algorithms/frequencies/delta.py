@@ -22,16 +22,16 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from algorithms.frequencies import LOW_DUPLICATE
-from algorithms.frequencies.choice import ColumnFrequencies, choose, counts
-from core import hashing
-from core import schema as statistics_schema
-from core import types as ty
-from core.counting import sum_by_value
-from core.settings import Settings
-from metastore import files, index
-from metastore.layout import Layout
-from metastore.store import DataFile
+from lakestats.algorithms.frequencies import LOW_DUPLICATE
+from lakestats.algorithms.frequencies.choice import ColumnFrequencies, choose, counts
+from lakestats.core import hashing
+from lakestats.core import schema as statistics_schema
+from lakestats.core import types as ty
+from lakestats.core.counting import sum_by_value
+from lakestats.core.settings import Settings
+from lakestats.metastore import files, index
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.store import DataFile
 
 MERGE_MAX = 100_000          # a list this long merges in well under a second
 MERGE_PER_ROW = 8            # or, for a large change, up to 8 values per changed row

@@ -8,20 +8,20 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
-from algorithms.frequencies.choice import ColumnFrequencies, PlannedColumn, distinct_sum, plan
-from algorithms.frequencies.collect import streams, write
-from core.bloom import BloomFilter
-from core.settings import Settings
-from fleet.fanout import Progress, fan_out, results
-from fleet.invokers import Invoker
-from fleet.jobs import JobScope
-from fleet.protocol import (FREQUENCY_CONFIRM, FREQUENCY_REDUCE, FREQUENCY_SEND, FrequencyResult,
+from lakestats.algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
+from lakestats.algorithms.frequencies.choice import ColumnFrequencies, PlannedColumn, distinct_sum, plan
+from lakestats.algorithms.frequencies.collect import streams, write
+from lakestats.core.bloom import BloomFilter
+from lakestats.core.settings import Settings
+from lakestats.fleet.fanout import Progress, fan_out, results
+from lakestats.fleet.invokers import Invoker
+from lakestats.fleet.jobs import JobScope
+from lakestats.fleet.protocol import (FREQUENCY_CONFIRM, FREQUENCY_REDUCE, FREQUENCY_SEND, FrequencyResult,
                             FrequencyTask, StepEvent)
-from metastore import index
-from metastore.layout import Layout
-from metastore.reader import TableStatistics
-from metastore.store import Store
+from lakestats.metastore import index
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.store import Store
 
 BLOOM_ERROR_RATE = 0.01
 

@@ -7,16 +7,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
-from core import hashing
-from core import types as ty
-from core.counting import sum_by_value
-from fleet import protocol
-from fleet.connections import client
-from fleet.exchange import for_event
-from fleet.protocol import ColumnOutcome, FrequencyColumn, FrequencyResult, StepEvent
-from metastore import files
-from metastore.store import Store
+from lakestats.algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
+from lakestats.core import hashing
+from lakestats.core import types as ty
+from lakestats.core.counting import sum_by_value
+from lakestats.fleet import protocol
+from lakestats.fleet.connections import client
+from lakestats.fleet.exchange import for_event
+from lakestats.fleet.protocol import ColumnOutcome, FrequencyColumn, FrequencyResult, StepEvent
+from lakestats.metastore import files
+from lakestats.metastore.store import Store
 
 REDIS_BATCH = 10_000         # members per ZADD
 

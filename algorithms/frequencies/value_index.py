@@ -11,10 +11,10 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import schema
-from core.batching import runs
-from metastore import files, value_index
-from metastore.store import Store
+from lakestats.core import schema
+from lakestats.core.batching import runs
+from lakestats.metastore import files, value_index
+from lakestats.metastore.store import Store
 
 BATCH_ENTRIES = 4_000_000
 LOW_DISTINCT = "low-distinct"

@@ -8,15 +8,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import hashing, range_sets
-from core import histogram as hist
-from core import types as ty
-from core import udf
-from core.binning import binning_values
-from core.bloom import BloomFilter
-from core.counting import sum_by_value, value_counts
-from core.exact import Moments, as_words, exact_moments
-from core.settings import RANGE_SET_SIZE
+from lakestats.core import hashing, range_sets
+from lakestats.core import histogram as hist
+from lakestats.core import types as ty
+from lakestats.core import udf
+from lakestats.core.binning import binning_values
+from lakestats.core.bloom import BloomFilter
+from lakestats.core.counting import sum_by_value, value_counts
+from lakestats.core.exact import Moments, as_words, exact_moments
+from lakestats.core.settings import RANGE_SET_SIZE
 
 KLL_K = 200
 

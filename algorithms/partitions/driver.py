@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from core.settings import Settings
-from fleet.fanout import Progress, fan_out, retries
-from fleet.invokers import Invoker
-from fleet.jobs import JobScope
-from fleet.protocol import PARTITION_STATISTICS, PartitionTask, StepEvent
-from metastore.layout import Layout
-from metastore.store import DataFile
+from lakestats.core.settings import Settings
+from lakestats.fleet.fanout import Progress, fan_out, retries
+from lakestats.fleet.invokers import Invoker
+from lakestats.fleet.jobs import JobScope
+from lakestats.fleet.protocol import PARTITION_STATISTICS, PartitionTask, StepEvent
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.store import DataFile
 
 
 def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[DataFile],

@@ -13,16 +13,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from algorithms.partitions.column_stats import ColumnStats
-from core import udf
-from core.batching import runs
-from core.errors import DataCorrupt
-from core.settings import PartitionSettings
-from formats import FormatError
-from formats.rows import Rows, open_rows
-from metastore import files, histograms
-from metastore.layout import STATISTICS
-from metastore.store import Store
+from lakestats.algorithms.partitions.column_stats import ColumnStats
+from lakestats.core import udf
+from lakestats.core.batching import runs
+from lakestats.core.errors import DataCorrupt
+from lakestats.core.settings import PartitionSettings
+from lakestats.formats import FormatError
+from lakestats.formats.rows import Rows, open_rows
+from lakestats.metastore import files, histograms
+from lakestats.metastore.layout import STATISTICS
+from lakestats.metastore.store import Store
 
 
 # decoded bytes of the columns read together (Parquet's uncompressed sizes, whole file)

@@ -23,16 +23,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import hashing
-from core import histogram as hist
-from core import schema
-from core import types as ty
-from core.binning import binning_values
-from core.errors import DataCorrupt
-from metastore import files
-from metastore.histograms import histograms_table, read_histograms
-from metastore.layout import HISTOGRAMS, STATISTICS
-from metastore.store import Store
+from lakestats.core import hashing
+from lakestats.core import histogram as hist
+from lakestats.core import schema
+from lakestats.core import types as ty
+from lakestats.core.binning import binning_values
+from lakestats.core.errors import DataCorrupt
+from lakestats.metastore import files
+from lakestats.metastore.histograms import histograms_table, read_histograms
+from lakestats.metastore.layout import HISTOGRAMS, STATISTICS
+from lakestats.metastore.store import Store
 
 
 class SchemaDriftError(DataCorrupt):

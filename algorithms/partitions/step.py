@@ -1,11 +1,11 @@
 """The worker side of partition statistics: a data file's statistics into its directory."""
 from __future__ import annotations
 
-from algorithms.partitions import kernel
-from core.settings import PartitionSettings
-from fleet.protocol import PARTITION_STATISTICS, PartitionResult, PartitionTask, StepEvent
-from metastore.layout import STATISTICS, Layout
-from metastore.store import Store
+from lakestats.algorithms.partitions import kernel
+from lakestats.core.settings import PartitionSettings
+from lakestats.fleet.protocol import PARTITION_STATISTICS, PartitionResult, PartitionTask, StepEvent
+from lakestats.metastore.layout import STATISTICS, Layout
+from lakestats.metastore.store import Store
 
 
 def partition_statistics(event: StepEvent) -> PartitionResult:

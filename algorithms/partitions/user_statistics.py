@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from core import udf
-from core.errors import LakestatsError
-from metastore import files, index
+from lakestats.core import udf
+from lakestats.core.errors import LakestatsError
+from lakestats.metastore import files, index
 
 
 @dataclass

@@ -18,7 +18,7 @@ decimals numerically, strings and binary bytewise.
 """
 from __future__ import annotations
 
-from fleet import protocol
+from lakestats.fleet import protocol
 
 
 def channel(column: int, name: str) -> str:

@@ -10,18 +10,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from algorithms.ranks import channel
-from core import schema
-from core.settings import Settings
-from fleet.fanout import Progress, fan_out, results
-from fleet.invokers import Invoker
-from fleet.jobs import JobScope
-from fleet.protocol import RANK_MERGE, RANK_SAMPLE, RANK_SCATTER, RankTask, StepEvent
-from formats import FormatError, Selection, open_snapshot
-from metastore import files
-from metastore.layout import RANKS
-from metastore.manifest import record_file
-from metastore.reader import StatisticsNotFound, TableStatistics
+from lakestats.algorithms.ranks import channel
+from lakestats.core import schema
+from lakestats.core.settings import Settings
+from lakestats.fleet.fanout import Progress, fan_out, results
+from lakestats.fleet.invokers import Invoker
+from lakestats.fleet.jobs import JobScope
+from lakestats.fleet.protocol import RANK_MERGE, RANK_SAMPLE, RANK_SCATTER, RankTask, StepEvent
+from lakestats.formats import FormatError, Selection, open_snapshot
+from lakestats.metastore import files
+from lakestats.metastore.layout import RANKS
+from lakestats.metastore.manifest import record_file
+from lakestats.metastore.reader import StatisticsNotFound, TableStatistics
 
 SAMPLES_PER_RANGE = 16
 RANGES_PER_WORKER = 4

@@ -6,15 +6,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from algorithms.ranks import channel
-from core import types as ty
-from core.counting import sum_by_value, value_counts
-from core.exact import unscaled_int64
-from fleet.exchange import for_event
-from fleet.protocol import RankResult, StepEvent
-from formats.rows import open_rows
-from metastore import files
-from metastore.store import Store
+from lakestats.algorithms.ranks import channel
+from lakestats.core import types as ty
+from lakestats.core.counting import sum_by_value, value_counts
+from lakestats.core.exact import unscaled_int64
+from lakestats.fleet.exchange import for_event
+from lakestats.fleet.protocol import RankResult, StepEvent
+from lakestats.formats.rows import open_rows
+from lakestats.metastore import files
+from lakestats.metastore.store import Store
 
 
 def sorted_runs(values: pa.Array) -> pa.Table:

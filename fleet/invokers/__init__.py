@@ -1,14 +1,14 @@
 """Backends that run worker steps: local processes, AWS Lambda (Spark tasks: spark_bridge)."""
-from fleet.invokers.base import Invocation, Invoker
+from lakestats.fleet.invokers.base import Invocation, Invoker
 
 
 def make_invoker(name: str = "local", workers: int | None = None,
                  function_name: str | None = None) -> Invoker:
     if name == "local":
-        from fleet.invokers.local import LocalInvoker
+        from lakestats.fleet.invokers.local import LocalInvoker
         return LocalInvoker(workers)
     if name == "lambda":
-        from fleet.invokers.aws_lambda import LambdaInvoker
+        from lakestats.fleet.invokers.aws_lambda import LambdaInvoker
         if not function_name:
             raise ValueError("the Lambda invoker needs the steps function's name "
                              "(--function-name, or LAKESTATS_STEPS_FUNCTION)")

@@ -9,8 +9,8 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from fleet.invokers.base import Invocation, Invoker
-from fleet.protocol import InvocationError, Throttled
+from lakestats.fleet.invokers.base import Invocation, Invoker
+from lakestats.fleet.protocol import InvocationError, Throttled
 
 # what Lambda answers when it has no capacity for the call now
 THROTTLING = {"TooManyRequestsException", "ThrottlingException", "EC2ThrottledException",

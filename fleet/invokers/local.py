@@ -15,8 +15,8 @@ import queue
 import threading
 import time
 
-from fleet.invokers.base import Invocation, Invoker
-from fleet.protocol import WORKER_ENTRY, WORKER_WARM, InvocationError, resolve
+from lakestats.fleet.invokers.base import Invocation, Invoker
+from lakestats.fleet.protocol import WORKER_ENTRY, WORKER_WARM, InvocationError, resolve
 
 _SPAWN = multiprocessing.get_context("spawn")   # forking a process with threads can hang
 

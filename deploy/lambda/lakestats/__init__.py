@@ -1,1 +1,0 @@
-../../../lakestats/__init__.py

@@ -1,1 +1,0 @@
-../../../lakestats/udf.py
