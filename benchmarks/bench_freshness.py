@@ -146,12 +146,12 @@ def planning(stats_root: str) -> dict[str, float]:
 
 
 def lookup(stats_root: str, columns: list[str]) -> float:
-    """In-process seconds of `show --columns` (the median of 5, each a fresh TableStatistics)."""
-    from lakestats.metastore.reader import TableStatistics
+    """In-process seconds of `show --columns` (the median of 5, each a fresh StatisticsReader)."""
+    from lakestats.metastore.reader import StatisticsReader
     times = []
     for _ in range(6):
         start = time.perf_counter()
-        TableStatistics(stats_root).summary(columns=columns)
+        StatisticsReader(stats_root).summary(columns=columns)
         times.append(time.perf_counter() - start)
     return sorted(times[1:])[2]
 

@@ -118,10 +118,10 @@ def compute_statistics(dirs: dict[str, Path]) -> float:
 def range_set_share(dirs: dict[str, Path]) -> tuple[int, float]:
     """Ranges in the published partition indexes, and their size at 16 bytes each (two
     doubles, as the paper counts them) as a share of the data files' bytes."""
-    from lakestats.metastore.reader import TableStatistics
+    from lakestats.metastore.reader import StatisticsReader
     ranges = data = 0
     for path in dirs.values():
-        index = TableStatistics(f"{path}/_lakestats").partition_index()
+        index = StatisticsReader(f"{path}/_lakestats").partition_index()
         for field in index.schema:
             if pa.types.is_struct(field.type) and field.type.get_field_index("range_set") >= 0:
                 sets = pc.struct_field(index[field.name].combine_chunks(), "range_set")

@@ -50,7 +50,7 @@ def main() -> None:
     from lakestats.infra import local_stack
     from lakestats.infra.redis_server import redis_url
     from lakestats.watch import watch
-    from lakestats.metastore.reader import TableStatistics
+    from lakestats.metastore.reader import StatisticsReader
     from lakestats.metastore.store import s3_client
     from lakestats.monostore.compute import compute
 
@@ -65,7 +65,7 @@ def main() -> None:
 
     def published_files() -> int:
         try:
-            return TableStatistics("s3://lake/events/_lakestats").manifest["partition_count"]
+            return StatisticsReader("s3://lake/events/_lakestats").manifest.partition_count
         except Exception:  # noqa: BLE001 - nothing published yet
             return 0
 

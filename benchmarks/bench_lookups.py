@@ -28,7 +28,7 @@ from lakestats.core.settings import PartitionSettings, Settings  # noqa: E402
 from lakestats.fleet.invokers import make_invoker  # noqa: E402
 from lakestats.infra.redis_server import redis_url  # noqa: E402
 from lakestats.metastore.layout import Layout  # noqa: E402
-from lakestats.metastore.reader import TableStatistics  # noqa: E402
+from lakestats.metastore.reader import StatisticsReader  # noqa: E402
 from lakestats.monostore.compute import compute  # noqa: E402
 
 
@@ -50,12 +50,12 @@ def measured(fn, repeat: int = 5):
     return result, float(np.median(times)), read
 
 
-def run_compute(root: Path, stats_root: Path, **partition) -> TableStatistics:
+def run_compute(root: Path, stats_root: Path, **partition) -> StatisticsReader:
     settings = Settings(partition=PartitionSettings(**partition))
     with redis_url(None) as url, make_invoker("local", 2) as invoker:
         compute(str(root), invoker, dataclasses.replace(settings, redis_url=url),
                 stats_root=str(stats_root))
-    return TableStatistics(Layout.of_table(str(root), str(stats_root)).uri)
+    return StatisticsReader(Layout.of_table(str(root), str(stats_root)).uri)
 
 
 def histogram_ranges(work: Path, rows: int) -> None:

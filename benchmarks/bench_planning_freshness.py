@@ -61,7 +61,8 @@ def rel_path(i: int) -> str:
 def build(data: Path, files: int) -> Path:
     """The table and its statistics, unless a complete one is there already."""
     table = data / f"planning-freshness-{files}"
-    if (read_manifest(Layout.of_table(str(table))) or {}).get("partition_count") == files:
+    built = read_manifest(Layout.of_table(str(table)))
+    if built is not None and built.partition_count == files:
         return table
     rng = np.random.default_rng(files)
     for i in range(files):

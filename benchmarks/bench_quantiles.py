@@ -32,7 +32,7 @@ def main() -> None:
     from lakestats.core.settings import Settings
     from lakestats.fleet.invokers import make_invoker
     from lakestats.infra.redis_server import redis_url
-    from lakestats.metastore.reader import TableStatistics
+    from lakestats.metastore.reader import StatisticsReader
     from lakestats.monostore.compute import compute
 
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
@@ -43,7 +43,7 @@ def main() -> None:
             start = time.perf_counter()
             report = compute_ranks(str(table / "_lakestats"), invoker, Settings(redis_url=url),
                                    [column])
-            values = TableStatistics(str(table / "_lakestats")).exact_quantiles(column, QS)
+            values = StatisticsReader(str(table / "_lakestats")).exact_quantiles(column, QS)
             results[column] = {"lakestats": time.perf_counter() - start,
                                "steps": report.columns[column], "values": values}
 

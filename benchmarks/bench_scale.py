@@ -141,7 +141,7 @@ def l2(burst: int, stack: str) -> None:
     import boto3
 
     from lakestats.infra.local_stack import wire_bucket
-    from lakestats.metastore.reader import TableStatistics
+    from lakestats.metastore.reader import StatisticsReader
     bucket = f"burst-{uuid.uuid4().hex[:8]}"
     queue = wire_bucket(os.environ["AWS_ENDPOINT_URL"], bucket, f"events-{bucket}")
     table = f"s3://{bucket}/t"
@@ -150,7 +150,7 @@ def l2(burst: int, stack: str) -> None:
 
     def settled() -> bool:
         try:
-            return TableStatistics(f"{table}/_lakestats").manifest["partition_count"] == burst
+            return StatisticsReader(f"{table}/_lakestats").manifest.partition_count == burst
         except Exception:  # noqa: BLE001 - nothing published yet
             return False
     seconds, rss, redis_mb = measured([CLI, "watch", "--queue", queue, "--tables", table,

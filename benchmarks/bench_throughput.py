@@ -123,7 +123,7 @@ def t4(table: Path, workers: int) -> None:
 
 
 def t5_t6(table: Path) -> None:
-    from lakestats.metastore.reader import TableStatistics
+    from lakestats.metastore.reader import StatisticsReader
     lookups = {
         "show --columns l_orderkey": ["show", str(table), "--columns", "l_orderkey", "--json"],
         "histogram l_extendedprice": ["histogram", str(table), "l_extendedprice", "--json"],
@@ -138,14 +138,14 @@ def t5_t6(table: Path) -> None:
     }
     root = f"{table}/_lakestats"
     in_process = {      # a fresh reader each time (nothing cached), imports warm
-        "show --columns l_orderkey": lambda: TableStatistics(root).statistics(
+        "show --columns l_orderkey": lambda: StatisticsReader(root).statistics(
             columns=["l_orderkey"]),
-        "histogram l_extendedprice": lambda: TableStatistics(root).histogram("l_extendedprice"),
-        "frequencies l_orderkey --top 10": lambda: TableStatistics(root).frequency_list(
+        "histogram l_extendedprice": lambda: StatisticsReader(root).histogram("l_extendedprice"),
+        "frequencies l_orderkey --top 10": lambda: StatisticsReader(root).frequency_list(
             "l_orderkey", top=10),
-        "frequencies l_comment --top 10": lambda: TableStatistics(root).frequency_list(
+        "frequencies l_comment --top 10": lambda: StatisticsReader(root).frequency_list(
             "l_comment", top=10),
-        "quantiles l_quantity (frequencies)": lambda: TableStatistics(root).quantiles(
+        "quantiles l_quantity (frequencies)": lambda: StatisticsReader(root).quantiles(
             "l_quantity", QS),
     }
     for lookup in in_process.values():

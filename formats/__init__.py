@@ -89,7 +89,7 @@ def open_snapshot(table_uri: str, selection: Selection = Selection()) -> Snapsho
             raise FormatError(f"{table.uri}: a plain directory of Parquet files has no "
                               "snapshots (--format iceberg, delta or hudi)")
         return Snapshot("parquet", None, table.list_files())
-    module = importlib.import_module(f"formats.{name}")
+    module = importlib.import_module(f"{__name__}.{name}")
     try:
         return module.snapshot(table, selection)
     except ImportError as e:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.formats import (DELETION_VECTOR, FormatError, Selection, Snapshot, data_file,
-                     object_store_options, relative)
+                               object_store_options, relative)
 from lakestats.metastore.store import Store
 
 

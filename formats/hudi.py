@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from lakestats.formats import FILE_SLICE, FormatError, Selection, Snapshot, data_file, object_store_options
+from lakestats.formats import (FILE_SLICE, FormatError, Selection, Snapshot, data_file,
+                               object_store_options)
 from lakestats.metastore.store import Store
 
 

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from lakestats.formats import (POSITION_DELETES, FormatError, Selection, Snapshot, data_file, listed,
-                     relative, s3_options)
+from lakestats.formats import (POSITION_DELETES, FormatError, Selection, Snapshot, data_file,
+                               listed, relative, s3_options)
 from lakestats.metastore.store import Store
 
 

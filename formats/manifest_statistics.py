@@ -145,7 +145,7 @@ def as_json(table: pa.Table, table_schema: pa.Schema, columns: list[str]) -> lis
 def refresh(layout: Layout, version: str, found: Manifests) -> None:
     """Build and store the manifest statistics of snapshot `found` from `version`, the
     table version that describes it."""
-    table_schema = files.decode_schema(read_manifest(layout, version)["schema"])
+    table_schema = files.decode_schema(read_manifest(layout, version).schema)
     index = read(layout.version(version), table_schema)
     write(layout, str(found.snapshot_id), build(found, index, table_schema))
 

@@ -35,7 +35,7 @@ from lakestats.fleet.windows import request_reduction
 from lakestats.functions import worker
 from lakestats.functions.notifications import BadEvent, changes, refused, table_of
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import StatisticsNotFound, TableStatistics
+from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 from lakestats.monostore.compute import reduce_table
 
 logger = Logger()
@@ -211,7 +211,7 @@ def lookup_handler(event: dict, context) -> dict:
     """GET ?table=s3://...&what=summary|frequencies|histogram|partitions[&column=][&top=]"""
     q = LambdaFunctionUrlEvent(event).query_string_parameters or {}
     try:
-        stats = TableStatistics(Layout.of_table(q["table"]).uri)
+        stats = StatisticsReader(Layout.of_table(q["table"]).uri)
         what, column = q.get("what", "summary"), q.get("column")
         body = {"summary": lambda: stats.summary(q.get("partition")),
                 "partitions": lambda: {"partitions": stats.partitions()},

@@ -20,8 +20,8 @@ import pyarrow as pa
 from lakestats.core.settings import Settings
 from lakestats.fleet.connections import use_password
 from lakestats.fleet.jobs import Job
-from lakestats.fleet.protocol import FREQUENCY_SEND, PARTITION_STATISTICS, RANK_SAMPLE, StepEvent, resolve, \
-    to_json
+from lakestats.fleet.protocol import (FREQUENCY_SEND, PARTITION_STATISTICS, RANK_SAMPLE, StepEvent,
+                                      resolve, to_json)
 
 # $REDIS_PASSWORD, or the password in $REDIS_URL (events carry the URL without it); the Lambda
 # handlers may set a secret's

@@ -10,11 +10,12 @@ import signal
 import sys
 import warnings
 
-from lakestats.core.settings import names
-from lakestats import arguments, lookup_process, render
+from lakestats import api, arguments, lookup_process, render
 from lakestats.arguments import EXIT_USAGE
+from lakestats.core.settings import names
 from lakestats.errors import CliError, UsageError, is_usage, message_of
-from lakestats.flags import coordinator, settings_of
+from lakestats.flags import settings_of
+from lakestats.monostore.report import ComputeFailed
 
 EXIT_FAILED = 1
 # commands that only read statistics: their process is set up for it (lakestats.lookup_process)
@@ -22,16 +23,9 @@ LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "prune-que
            "quantiles", "rank", "where"}
 
 
-def _stats_root(args) -> str:
-    from lakestats.metastore.layout import Layout
-    return Layout.of_table(args.table, args.stats_root).uri
-
-
-def _open(args):
-    from lakestats.metastore.reader import TableStatistics
-    if getattr(args, "snapshot", None):
-        return TableStatistics.of_snapshot(_stats_root(args), args.snapshot)
-    return TableStatistics(_stats_root(args))
+def _open(args) -> api.TableStatistics:
+    return api.open(args.table, stats_root=args.stats_root,
+                    snapshot=getattr(args, "snapshot", None))
 
 
 def _print_json(obj) -> None:
@@ -41,62 +35,35 @@ def _print_json(obj) -> None:
 
 
 def cmd_compute(args) -> int:
-    from lakestats.formats import Selection
-    from lakestats.monostore.compute import compute, table_exists
-    from lakestats.monostore.report import ComputeFailed
-    selection = Selection(args.format, args.snapshot, args.as_of, args.catalog, args.table_name,
-                          args.catalog_name)
-    table_exists(args.table, args.create, selection)     # before any worker or Redis starts
-    settings_of(args)                        # a bad setting fails before any progress shows
-    with render.progress_bar("computing partitions", enabled=not args.quiet) as progress, \
-            coordinator(args, args.invoker) as (settings, invoker):
+    settings = settings_of(args)             # a bad setting fails before any progress shows
+    with render.progress_bar("computing partitions", enabled=not args.quiet) as progress:
         try:
-            report = compute(args.table, invoker, settings, stats_root=args.stats_root,
-                             progress=progress, notice=lambda message: print(
-                                 f"lakestats: {message}", file=sys.stderr, flush=True),
-                             selection=selection, create=args.create)
-        except ComputeFailed as e:
-            report, failure = e.report, str(e)
-        else:
-            failure = None
-        ranks = unranked = None
-        if args.ranks and report.version and not failure:
-            from lakestats.algorithms.ranks.driver import compute_ranks
-            from lakestats.metastore.reader import TableStatistics
-            try:           # the columns are known once the version is
-                published = TableStatistics(_stats_root(args))
-                for column in names(args.ranks):
-                    _column(published, column)
-            except UsageError as e:
-                unranked = UsageError(f"--ranks: {e}; version {report.version} has no ranks")
-            else:
-                ranks = compute_ranks(_stats_root(args), invoker, settings,
-                                      list(names(args.ranks)), progress=progress)
+            report, failure = api.compute(
+                args.table, settings=settings, invoker=args.invoker,
+                stats_root=args.stats_root, ranks=list(names(args.ranks or "")),
+                format=args.format, snapshot=args.snapshot, as_of=args.as_of,
+                catalog=args.catalog, table_name=args.table_name,
+                catalog_name=args.catalog_name, create=args.create, progress=progress,
+                notice=lambda message: print(f"lakestats: {message}", file=sys.stderr,
+                                             flush=True)), None
+        except (ComputeFailed, api.RanksRefused) as e:
+            report, failure = e.report, e
     for reason in report.failed.values():
         print(f"lakestats: failed: {reason}", file=sys.stderr)
     for message in report.statistic_failures:
         print(f"lakestats: warning: {message}", file=sys.stderr)
     if args.json:
-        _print_json({**report.as_json(), **({"ranks": ranks.columns} if ranks else {})})
+        _print_json(report.as_json())
     elif not args.quiet:
         render.compute_report(report)
     if failure:
-        raise CliError(failure)
-    if unranked:
-        raise unranked
+        raise failure
     return 0       # published; under --allow-partial, the failed files are reported above
 
 
 def cmd_show(args) -> int:
-    from lakestats.metastore.reader import NotPublished, TableStatistics
-    columns = args.columns.split(",") if args.columns else None
-    try:
-        summary = _open(args).summary(args.partition, columns)
-    except NotPublished:
-        if not args.partition:
-            raise
-        summary = TableStatistics.computed_partition(args.table, args.stats_root,
-                                                     args.partition, columns)
+    summary = _open(args).show(args.columns.split(",") if args.columns else None,
+                               args.partition)
     if args.json:
         _print_json(summary)
     else:
@@ -105,13 +72,11 @@ def cmd_show(args) -> int:
 
 
 def cmd_partitions(args) -> int:
-    stats = _open(args)
-    parts = stats.partitions()
+    result = _open(args).partitions()
     if args.json:
-        _print_json({"version": stats.version, "partitions": parts,
-                     "missing": stats.manifest.get("missing", {})})
+        _print_json(result)
     else:
-        render.partitions(parts, stats.manifest.get("missing", {}))
+        render.partitions(result["partitions"], result["missing"])
     return 0
 
 
@@ -128,20 +93,16 @@ def _range(text: str) -> tuple[str | None, str | None]:
 
 def cmd_histogram(args) -> int:
     low, high = _range(args.value_range) if args.value_range else (None, None)
-    stats = _open(args)
-    _column(stats, args.column)
-    bins = stats.histogram(args.column, args.partition, low, high)
+    result = _open(args).histogram(args.column, args.partition, low, high)
     if args.json:
-        _print_json({"column": args.column, "bins": bins})
+        _print_json(result)
     else:
-        render.histogram(args.column, bins, rows=args.rows)
+        render.histogram(args.column, result["bins"], rows=args.rows)
     return 0
 
 
 def cmd_frequencies(args) -> int:
-    stats = _open(args)
-    _column(stats, args.column)
-    result = stats.frequency_list(args.column, args.partition, args.top)
+    result = _open(args).frequencies(args.column, args.partition, args.top)
     if args.json:
         _print_json(result)
     else:
@@ -150,9 +111,7 @@ def cmd_frequencies(args) -> int:
 
 
 def cmd_where(args) -> int:
-    stats = _open(args)
-    _column(stats, args.column, args.value)
-    result = stats.partitions_with(args.column, args.value)
+    result = _open(args).where(args.column, args.value)
     if args.json:
         _print_json(result)
     else:
@@ -165,10 +124,9 @@ def cmd_where(args) -> int:
 
 
 def cmd_prune(args) -> int:
-    from lakestats.pruning import prune
-    result = prune(_stats_root(args), args.where, args.limit, args.order_by,
-                   table_uri=args.table, assume_current=args.assume_current,
-                   time_zone=args.time_zone)
+    result = api.prune(args.table, args.where, args.limit, args.order_by,
+                       stats_root=args.stats_root, assume_current=args.assume_current,
+                       time_zone=args.time_zone)
     if args.json:
         _print_json(result.as_json())
     else:
@@ -218,19 +176,20 @@ def cmd_manifests(args) -> int:
     from lakestats.formats import FormatError, Selection, manifest_statistics
     from lakestats.metastore.store import Store
     from lakestats.pruning.manifests import lookup
-    stats = _open(args)
-    if stats.manifest.get("format") != "iceberg":
+    stats = _open(args).reader
+    manifest = stats.manifest
+    if manifest.format != "iceberg":
         raise FormatError(f"{args.table}: manifest statistics are Iceberg's; this table's "
-                          f"statistics describe a {stats.manifest.get('format', 'parquet')} table")
-    if stats.manifest["snapshot"] is None:
+                          f"statistics describe a {manifest.format} table")
+    if manifest.snapshot is None:
         raise FormatError(f"{args.table}: the Iceberg table has no snapshot yet")
     columns = args.columns.split(",") if args.columns else None
     stored = manifest_statistics.stored(
         stats.layout, Store(args.table), Selection("iceberg", catalog=args.catalog,
                                                    table_name=args.table_name,
                                                    catalog_name=args.catalog_name),
-        stats.manifest["snapshot"], stats.version)
-    result = {"table": args.table, "format": "iceberg", "snapshot": stats.manifest["snapshot"],
+        manifest.snapshot, stats.version)
+    result = {"table": args.table, "format": "iceberg", "snapshot": manifest.snapshot,
               "version": stats.version, "partition_columns": stored.partition_columns,
               "field_ids": stored.field_ids}
     result["lookup"] = lookup(stored, columns, args.where)
@@ -243,43 +202,20 @@ def cmd_manifests(args) -> int:
     return 0
 
 
-def _column(stats, column: str, value: str | None = None) -> None:
-    """A usage error unless the version has the column and, with VALUE, VALUE (canonical
-    text) reads as the column's type: checked before any work starts."""
-    from lakestats.metastore.reader import StatisticsNotFound
-    known = stats.schema().names
-    if column not in known:
-        from lakestats.pruning.validate import unknown_column
-        raise UsageError(unknown_column(column, known))
-    if value is not None:
-        try:
-            stats.typed(value, stats.column_type(column))
-        except StatisticsNotFound as e:
-            raise UsageError(f"{column}: {e}") from None
-
-
-def _ensure_ranks(args, stats) -> None:
-    """Exact answers need the version's ranks: compute them on the spot when missing."""
-    if args.column in stats.ranked_columns():
-        return
-    from lakestats.algorithms.ranks.driver import compute_ranks
-    with render.progress_bar(f"exact ranks of {args.column} (distributed sort)") as progress, \
-            coordinator(args) as (settings, invoker):
-        compute_ranks(_stats_root(args), invoker, settings, [args.column], progress=progress)
+def _ranked(args, stats: api.TableStatistics) -> None:
+    """Exact answers need the version's ranks: computed on the spot, with a progress bar,
+    when missing."""
+    if not stats.has_ranks(args.column):
+        with render.progress_bar(f"exact ranks of {args.column} (distributed sort)") as bar:
+            stats.compute_ranks([args.column], settings=settings_of(args), progress=bar)
 
 
 def cmd_quantiles(args) -> int:
     stats = _open(args)
-    _column(stats, args.column)
     if args.exact:
-        _ensure_ranks(args, stats)
-        out = {"exact": True, "quantiles": _open(args).exact_quantiles(args.column, args.q)}
-    else:
-        out = stats.quantiles(args.column, args.q)
-    result = {"column": args.column, "exact": out["exact"],
-              "quantiles": [{"q": q, "value": v} for q, v in zip(args.q, out["quantiles"])]}
-    if "rank_error" in out:
-        result["rank_error"] = out["rank_error"]
+        stats.check_column(args.column)
+        _ranked(args, stats)
+    result = stats.quantiles(args.column, args.q, args.exact)
     if args.json:
         _print_json(result)
     else:
@@ -289,9 +225,9 @@ def cmd_quantiles(args) -> int:
 
 def cmd_rank(args) -> int:
     stats = _open(args)
-    _column(stats, args.column, args.value)           # before the distributed sort
-    _ensure_ranks(args, stats)
-    result = _open(args).rank(args.column, args.value)
+    stats.check_column(args.column, args.value)       # before the distributed sort
+    _ranked(args, stats)
+    result = stats.rank(args.column, args.value)
     if args.json:
         _print_json(result)
     else:

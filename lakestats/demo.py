@@ -33,7 +33,7 @@ def run(args, settings) -> int:
     from lakestats.fleet.invokers import make_invoker
     from lakestats.infra.redis_server import redis_url
     from lakestats.metastore.layout import Layout
-    from lakestats.metastore.reader import TableStatistics
+    from lakestats.metastore.reader import StatisticsReader
     from lakestats.monostore.compute import compute
 
     out = Path(args.dir).resolve()
@@ -63,7 +63,7 @@ def run(args, settings) -> int:
             report = compute(str(table), invoker, settings, progress=progress)
         render.compute_report(report)
 
-    stats = TableStatistics(stats_root)
+    stats = StatisticsReader(stats_root)
     render.out.print("\n[bold]3. table statistics[/]")
     render.summary(stats.summary())
     for column in ("l_shipdate", "l_extendedprice", "l_partkey"):

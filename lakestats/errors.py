@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 
-from lakestats.core.errors import (DataCorrupt, FormatUnsupported, LakestatsError, ServiceUnavailable,
-                         StatisticsMissing, TableNotFound, UsageError)
+from lakestats.core.errors import (DataCorrupt, FormatUnsupported, LakestatsError,
+                                   ServiceUnavailable, StatisticsMissing, TableNotFound, UsageError)
 
 __all__ = ["LakestatsError", "UsageError", "TableNotFound", "StatisticsMissing",
            "FormatUnsupported", "DataCorrupt", "ServiceUnavailable", "CliError", "message_of",

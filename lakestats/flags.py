@@ -1,8 +1,6 @@
-"""A command's settings (the environment's, with its flags over them) and the coordinator it
-runs (a Redis and an invoker)."""
+"""A command's settings: the environment's, with its flags over them."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 
@@ -49,20 +47,3 @@ def settings_of(args) -> Settings:
         # environment they inherit, as they read $REDIS_PASSWORD: the URL they get has none
         os.environ["REDIS_PASSWORD"] = settings.redis_password
     return settings
-
-
-@contextlib.contextmanager
-def coordinator(args, name: str = "local"):
-    """Settings with a running Redis, and an invoker."""
-    from lakestats.infra.redis_server import redis_url
-    settings = settings_of(args)
-    # the invoker first: local workers import the steps while Redis and the caller start
-    if name == "spark":
-        from lakestats.spark_bridge.invoker import SparkInvoker, local_session
-        invoker = SparkInvoker(local_session(settings.spark_master, settings.workers),
-                               settings.workers)
-    else:
-        from lakestats.fleet.invokers import make_invoker
-        invoker = make_invoker(name, settings.workers, settings.steps_function)
-    with invoker, redis_url(settings.redis_url, settings.redis_password) as url:
-        yield dataclasses.replace(settings, redis_url=url), invoker

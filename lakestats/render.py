@@ -29,18 +29,27 @@ SHOWN = ("column", "type", "row_count", "null_count", "nan_count", "distinct_cou
 @contextlib.contextmanager
 def progress_bar(label: str, enabled: bool = True):
     """Yields a callback(done, total, label=None) that draws a progress bar on stderr; a label
-    renames the bar (the job moved on to another phase)."""
+    renames the bar (the job moved on to another phase). The bar shows from its first update:
+    a command refused before any work starts prints its error alone."""
     if not enabled:
         yield None
         return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=False) as bar:
-        task = bar.add_task(label, total=None)
+    shown: list = []             # the bar and its task, once drawn
+    first_label = label
 
-        def update(done: int, total: int, label: str | None = None) -> None:
-            bar.update(task, completed=done, total=total,
-                       **({"description": label} if label else {}))
+    def update(done: int, total: int, label: str | None = None) -> None:
+        if not shown:
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                           TimeElapsedColumn(), console=err, transient=False)
+            bar.start()
+            shown[:] = [bar, bar.add_task(first_label, total=None)]
+        bar, task = shown
+        bar.update(task, completed=done, total=total, **({"description": label} if label else {}))
+    try:
         yield update
+    finally:
+        if shown:
+            shown[0].stop()
 
 
 def error(message: str) -> None:

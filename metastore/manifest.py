@@ -1,6 +1,7 @@
 """A table version's manifest.json and the LATEST pointer.
 
-manifest.json: {"version": "v000003", "created": ISO 8601, "table": table URI,
+manifest.json: {"manifest_version": the format of this file (MANIFEST_VERSION; absent: 1),
+                "version": "v000003", "created": ISO 8601, "table": table URI,
                 "row_count": n, "partition_count": n,
                 "schema": base64 Arrow IPC schema of the table,
                 "missing": {rel_path: reason}, "settings": what the statistics depend on,
@@ -16,7 +17,9 @@ manifest.json: {"version": "v000003", "created": ISO 8601, "table": table URI,
                 "format": parquet | iceberg | delta | hudi, "snapshot": the table format's
                 snapshot the version describes (Iceberg snapshot id, Delta version, Hudi
                 instant; null for a plain directory), "snapshot_ms": its commit time,
-                "inexact": {rel_path: why} files whose deletes were not applied
+                "inexact": {rel_path: why} files whose deletes were not applied,
+                "value_index": [column] the columns value_index.parquet indexes}
+                Read and written only as a Manifest (below), which spells these keys.
 LATEST:        {"version": "v000003"}
 snapshots/<snapshot>.json   {"version": ...}: the version that describes a format's snapshot
 
@@ -32,10 +35,66 @@ version directory (monostore.publish), never into one a crash left.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field, fields, replace
 
 from lakestats.core.errors import StatisticsMissing
 from lakestats.metastore.layout import LATEST, MANIFEST, Layout
-from lakestats.metastore.store import StoreError
+from lakestats.metastore.store import Store, StoreError
+
+# The format of manifest.json that this code reads and writes. A manifest written before the
+# field existed is version 1: the same keys, those added over time absent (the defaults below).
+MANIFEST_VERSION = 1
+
+
+class ManifestTooNew(StatisticsMissing):
+    """A manifest.json written by a newer lakestats, in a format this one does not read."""
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A table version's manifest.json (the keys: the module docstring). Each field is the
+    JSON key of its name: from_json and as_json are the only code that spells the keys.
+    Defaults are what an absent key means in a manifest an older lakestats wrote. Values
+    inside stay as JSON has them (dicts, lists); updates go through dataclasses.replace."""
+    version: str
+    created: str
+    table: str
+    row_count: int
+    schema: str                          # base64 Arrow IPC (metastore.files.encode_schema)
+    partition_count: int | None = None   # None: written before the partition index
+    missing: dict[str, str] = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)     # core.settings.Settings.recorded()
+    format: str = "parquet"
+    snapshot: str | None = None
+    snapshot_ms: int | None = None
+    inexact: dict[str, str] = field(default_factory=dict)
+    frequency_lists: dict[str, dict] = field(default_factory=dict)
+    sketches_stale: bool = False
+    value_index: list[str] = field(default_factory=list)
+    files: dict[str, int] = field(default_factory=dict)
+    manifest_version: int = MANIFEST_VERSION
+    # Keys this code does not know, in a manifest of its format version or an older one (the
+    # "partitions" of the first manifests, or a key a newer lakestats added without a new
+    # format version): kept and written back as read, so that record_file's rewrite of a
+    # manifest drops nothing. A newer format version is refused, never rewritten.
+    unknown_keys: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, data: dict, source: str = MANIFEST) -> Manifest:
+        """`source`: the file, for the error refusing a manifest_version newer than ours."""
+        found = data.get("manifest_version", 1)
+        if found > MANIFEST_VERSION:
+            raise ManifestTooNew(f"{source}: manifest_version {found}, written by a newer "
+                                 f"lakestats; this one reads up to manifest_version "
+                                 f"{MANIFEST_VERSION} (upgrade lakestats)")
+        keys = {f.name for f in fields(cls)} - {"unknown_keys"}
+        known = {k: v for k, v in data.items() if k in keys}
+        return cls(**{**known, "manifest_version": found},
+                   unknown_keys={k: v for k, v in data.items() if k not in keys})
+
+    def as_json(self) -> dict:
+        known = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "unknown_keys"}
+        return {**self.unknown_keys, **known}
 
 
 def dumps(obj) -> bytes:
@@ -88,20 +147,25 @@ def latest_version(layout: Layout, lost_ok: bool = False) -> str | None:
                          f"{REPUBLISH}") from None
 
 
-def published_manifest(layout: Layout) -> dict | None:
+def _load(directory: Store) -> Manifest:
+    return Manifest.from_json(json.loads(directory.read_bytes(MANIFEST)),
+                              directory.uri_of(MANIFEST))
+
+
+def published_manifest(layout: Layout) -> Manifest | None:
     """The published version's manifest, for readers: None if none was ever published;
     LatestLost if which version is published cannot be told."""
     version = latest_version(layout)
     if version is None:
         return None
     try:
-        return json.loads(layout.version(version).read_bytes(MANIFEST))
+        return _load(layout.version(version))
     except FileNotFoundError:
         raise LatestLost(f"{layout.uri}: {LATEST} names {version}, whose {MANIFEST} is "
                          f"missing; {REPUBLISH}") from None
 
 
-def read_manifest(layout: Layout, version: str | None = None) -> dict | None:
+def read_manifest(layout: Layout, version: str | None = None) -> Manifest | None:
     """The manifest of `version`; by default of the version a compute builds upon: the
     published one, None when there is none or which one it is cannot be told (the compute
     then starts from the partitions' statistics). Readers use published_manifest."""
@@ -110,24 +174,29 @@ def read_manifest(layout: Layout, version: str | None = None) -> dict | None:
             return published_manifest(layout)
         except LatestLost:
             return None
-    return json.loads(layout.version(version).read_bytes(MANIFEST))
+    return _load(layout.version(version))
 
 
-def write_manifest(layout: Layout, manifest: dict) -> None:
-    """Written last of its version: "files" records the size of every other file there."""
-    directory = layout.version(manifest["version"])
+def write_manifest(layout: Layout, manifest: Manifest) -> Manifest:
+    """Written last of its version: its "files" are the sizes of every other file there.
+    Returns the manifest written."""
+    directory = layout.version(manifest.version)
     sizes = {f.rel_path: f.size for f in directory.list_files() if f.rel_path != MANIFEST}
-    directory.write_bytes(dumps({**manifest, "files": sizes}), MANIFEST)
+    written = replace(manifest, files=sizes)
+    directory.write_bytes(dumps(written.as_json()), MANIFEST)
+    return written
 
 
-def record_file(layout: Layout, version: str, name: str) -> None:
+def record_file(layout: Layout, version: str, name: str) -> Manifest:
     """Add a file written after its version was published (ranks.parquet) to the manifest's
     sizes: one atomic rewrite, once the file is whole. Readers take the file only at the size
-    recorded (a file not recorded, or since replaced, is not the version's)."""
+    recorded (a file not recorded, or since replaced, is not the version's). Returns the
+    manifest written."""
     directory = layout.version(version)
-    manifest = read_manifest(layout, version)
-    manifest["files"] = {**manifest.get("files", {}), name: directory.size(name)}
-    directory.write_bytes(dumps(manifest), MANIFEST)
+    manifest = _load(directory)
+    written = replace(manifest, files={**manifest.files, name: directory.size(name)})
+    directory.write_bytes(dumps(written.as_json()), MANIFEST)
+    return written
 
 
 def point_snapshot(layout: Layout, snapshot: str, version: str) -> None:

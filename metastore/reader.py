@@ -16,7 +16,8 @@ from lakestats.core import types as ty
 from lakestats.core.errors import StatisticsMissing
 from lakestats.metastore import files, histograms, index, value_index
 from lakestats.metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
-from lakestats.metastore.manifest import published_manifest, read_manifest, snapshot_version
+from lakestats.metastore.manifest import (Manifest, published_manifest, read_manifest,
+                                          snapshot_version)
 from lakestats.metastore.store import Store
 
 
@@ -29,23 +30,24 @@ class NotPublished(StatisticsNotFound):
     partition came after the published one)."""
 
 
-class TableStatistics:
+class StatisticsReader:
     """Statistics of one table: its published version, or one of its partitions."""
 
     def __init__(self, stats_root: str, version: str | None = None):
         self.layout = Layout(stats_root)
         # LATEST alone says which version is published: LatestLost when it cannot tell
-        self.manifest = published_manifest(self.layout) if version is None \
+        manifest = published_manifest(self.layout) if version is None \
             else read_manifest(self.layout, version)
-        if self.manifest is None:
+        if manifest is None:
             raise NotPublished(f"{stats_root}: no statistics published yet (run lakestats compute)")
-        self.version = self.manifest["version"]
-        if "partition_count" not in self.manifest:
+        self.manifest: Manifest = manifest
+        self.version = manifest.version
+        if self.manifest.partition_count is None:
             raise StatisticsNotFound(f"{stats_root}: version {self.version} was written by an "
                                      "older lakestats (run lakestats compute to publish anew)")
 
     @classmethod
-    def of_snapshot(cls, stats_root: str, snapshot: str) -> TableStatistics:
+    def of_snapshot(cls, stats_root: str, snapshot: str) -> StatisticsReader:
         """The version that describes a table format's snapshot."""
         version = snapshot_version(Layout(stats_root), snapshot)
         if version is None:
@@ -76,7 +78,7 @@ class TableStatistics:
 
     @functools.cached_property
     def _schema(self) -> pa.Schema:
-        return files.decode_schema(self.manifest["schema"])
+        return files.decode_schema(self.manifest.schema)
 
     def schema(self) -> pa.Schema:
         return self._schema
@@ -115,7 +117,7 @@ class TableStatistics:
     def _frequencies_dir(self, column: str, partition: str | None) -> Store:
         if partition is not None:
             return self.partition_dir(partition)
-        where = self.manifest.get("frequency_lists", {}).get(column, {})
+        where = self.manifest.frequency_lists.get(column, {})
         return self.layout.version(where.get("version", self.version))
 
     def histogram_table(self, column: str, partition: str | None = None) -> pa.Table:
@@ -158,12 +160,12 @@ class TableStatistics:
     def summary(self, partition: str | None = None, columns: list[str] | None = None) -> dict:
         """The object `lakestats show --json` prints."""
         table = self.statistics(partition, columns, sketches=False)
-        out = {"version": self.version, "format": self.manifest.get("format", "parquet"),
-               "snapshot": self.manifest.get("snapshot")}
+        out = {"version": self.version, "format": self.manifest.format,
+               "snapshot": self.manifest.snapshot}
         if partition is None:
-            out.update(row_count=self.manifest["row_count"],
-                       partitions=self.manifest["partition_count"],
-                       missing=self.manifest.get("missing", {}))
+            out.update(row_count=self.manifest.row_count,
+                       partitions=self.manifest.partition_count,
+                       missing=self.manifest.missing)
         else:
             out.update(_partition_summary(table, partition))
         out["columns"] = files.column_statistics(table)
@@ -219,7 +221,7 @@ class TableStatistics:
     def holders(self, column: str, texts: list[str]) -> dict[str, dict[str, int]]:
         """value text -> partition path -> frequency, for the values (canonical texts) that
         some partition holds."""
-        if column not in self.manifest.get("value_index", []):
+        if column not in self.manifest.value_index:
             self.column_type(column)
             raise StatisticsNotFound(
                 f"column {column!r} has no value index in version {self.version} (compute "
@@ -242,7 +244,7 @@ class TableStatistics:
         not apply (Iceberg equality deletes): the counts include them, the bounds still hold
         every row but may be loose."""
         entries = index.entries(self.partition_index([], index.ENTRY))
-        inexact = self.manifest.get("inexact", {})
+        inexact = self.manifest.inexact
         return [{"path": path, **entry, "bounds_exact": path not in inexact}
                 for path, entry in sorted(entries.items())]
 
@@ -268,7 +270,7 @@ class TableStatistics:
         """The version's ranks.parquet, None if it has none. Ranks come after their version's
         publication: a file counts only once the manifest records it, and only at the size
         recorded (one being written, or truncated, does not)."""
-        recorded = self.manifest.get("files", {}).get(RANKS)
+        recorded = self.manifest.files.get(RANKS)
         if recorded is None:
             return None
         try:
@@ -276,7 +278,7 @@ class TableStatistics:
         except FileNotFoundError:
             return None
         if f.size() != recorded:     # written again since this manifest was read?
-            recorded = read_manifest(self.layout, self.version).get("files", {}).get(RANKS)
+            recorded = read_manifest(self.layout, self.version).files.get(RANKS)
         return pq.ParquetFile(f, page_checksum_verification=True) \
             if f.size() == recorded else None
 

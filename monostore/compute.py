@@ -34,7 +34,7 @@ from lakestats.fleet.windows import reduction_started
 from lakestats.formats import Selection, Snapshot, manifest_statistics, open_snapshot
 from lakestats.metastore import files, histograms, index, membership
 from lakestats.metastore.layout import HISTOGRAMS, STATISTICS, Layout
-from lakestats.metastore.manifest import point_snapshot, read_manifest, write_manifest
+from lakestats.metastore.manifest import Manifest, point_snapshot, read_manifest, write_manifest
 from lakestats.metastore.store import DataFile, Store
 from lakestats.monostore import publish
 from lakestats.monostore.report import ComputeFailed, NoSuchTable, Report
@@ -61,7 +61,7 @@ class _Previous:
     """What a new version starts from: the published one, when its partition index and
     settings let it."""
     layout: Layout
-    manifest: dict
+    manifest: Manifest
     schema: pa.Schema
     index: pa.Table
     entries: dict[str, dict]
@@ -73,16 +73,16 @@ class _Previous:
 
     @property
     def directory(self) -> Store:
-        return self.layout.version(self.manifest["version"])
+        return self.layout.version(self.manifest.version)
 
     @classmethod
-    def of(cls, layout: Layout, manifest: dict | None) -> _Previous | None:
-        if manifest is None or "partition_count" not in manifest:
+    def of(cls, layout: Layout, manifest: Manifest | None) -> _Previous | None:
+        if manifest is None or manifest.partition_count is None:
             return None                  # none, or written before the partition index
-        directory = layout.version(manifest["version"])
-        if any(directory.size(name) != size for name, size in manifest.get("files", {}).items()):
+        directory = layout.version(manifest.version)
+        if any(directory.size(name) != size for name, size in manifest.files.items()):
             return None                  # a file of it was truncated or lost: from scratch
-        schema = files.decode_schema(manifest["schema"])
+        schema = files.decode_schema(manifest.schema)
         table = index.read(directory, schema)
         return cls(layout, manifest, schema, table, index.entries(table))
 
@@ -120,7 +120,7 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
     data_files = {f.rel_path: f for f in snapshot.files}
     manifest = read_manifest(layout)
     # other partition settings: every partition is computed again
-    resettled = manifest is not None and manifest["settings"]["partition"] \
+    resettled = manifest is not None and manifest.settings.get("partition") \
         != settings.recorded()["partition"]
     previous = None if resettled else _Previous.of(layout, manifest)
     published = {p: e["fingerprint"] for p, e in (previous.entries if previous else {}).items()}
@@ -131,15 +131,15 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
     todo = [f for f, ok in itertools.zip_longest(changed, kept) if not ok]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(published) - set(data_files))
-    stale = previous and (previous.manifest.get("sketches_stale") or any(
-        v["stale_rows"] for v in previous.manifest.get("frequency_lists", {}).values()))
+    stale = previous and (previous.manifest.sketches_stale or any(
+        v["stale_rows"] for v in previous.manifest.frequency_lists.values()))
     if previous and published == {p: f.fingerprint for p, f in data_files.items()} \
-            and not previous.manifest.get("missing") and not (settings.exact and stale) \
-            and previous.manifest["settings"] == settings.recorded():
-        report.version = previous.manifest["version"]
-        report.row_count = previous.manifest["row_count"]
+            and not previous.manifest.missing and not (settings.exact and stale) \
+            and previous.manifest.settings == settings.recorded():
+        report.version = previous.manifest.version
+        report.row_count = previous.manifest.row_count
         report.seconds = time.monotonic() - started
-        if snapshot.id not in (None, previous.manifest.get("snapshot")):
+        if snapshot.id not in (None, previous.manifest.snapshot):
             _describe_snapshot(layout, snapshot, report.version)   # same files, new snapshot
         return report                            # the published version is current
 
@@ -261,7 +261,7 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
     apart); without one, under --exact, or when a histogram's grid must change, every
     partition's are folded anew."""
     max_bins = settings.partition.max_bins
-    stale = bool(previous and (removed or previous.manifest.get("sketches_stale")))
+    stale = bool(previous and (removed or previous.manifest.sketches_stale))
     if previous and not (settings.exact and stale):
         base = (previous.statistics, previous.directory.read_parquet(HISTOGRAMS))
         gone = [layout.partition(p, previous.entries[p]["fingerprint"]).read_parquet(HISTOGRAMS)
@@ -344,22 +344,19 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             value_index.build(out, indexed, new_index, table_stats.schema,
                               lambda p: layout.partition(p, good[p].fingerprint),
                               previous and (previous.directory, previous.index["path"].combine_chunks(),
-                                            previous.manifest.get("value_index", [])),
+                                            previous.manifest.value_index),
                               {f.rel_path for f in added}, removed)
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count,
                                             plugins, plugin_errors)
         index.write(out, new_index)
         histograms.write(out, table_stats.histograms)
         out.write_parquet(statistics, STATISTICS, row_group_size=files.STATISTICS_ROW_GROUP)
-        write_manifest(layout, {               # which records every file's size itself
-            "version": version, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "table": report.table, "row_count": table_stats.row_count,
-            "partition_count": new_index.num_rows,
-            "schema": files.encode_schema(table_stats.schema),
-            "missing": dict(report.failed), "settings": settings.recorded(),
-            **report.snapshot,
-            "frequency_lists": lists, "sketches_stale": sketches_stale,
-            "value_index": indexed})
+        write_manifest(layout, Manifest(       # which records every file's size itself
+            version=version, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            table=report.table, row_count=table_stats.row_count,
+            partition_count=new_index.num_rows, schema=files.encode_schema(table_stats.schema),
+            missing=dict(report.failed), settings=settings.recorded(), **report.snapshot,
+            frequency_lists=lists, sketches_stale=sketches_stale, value_index=indexed))
         published, other = publish.swap(layout, settings.redis_url, version, lease)
     except BaseException:
         out.delete_dir()                         # never published: nothing refers to it

@@ -32,7 +32,7 @@ from lakestats.fleet import protocol
 from lakestats.fleet.connections import client
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.manifest import (latest_version, point_latest, version_name, version_names,
-                                version_number)
+                                          version_number)
 
 
 def _lock(layout: Layout, redis_url: str):

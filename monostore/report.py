@@ -22,6 +22,7 @@ class Report:
     statistic_failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
     snapshot: dict = field(default_factory=dict)   # formats.Snapshot.describe()
+    ranks: dict[str, dict] | None = None   # column -> its ranks (RanksReport), when asked
 
     def as_json(self) -> dict:
         return {"table": self.table, "version": self.version, "published": self.published,
@@ -30,7 +31,8 @@ class Report:
                 "failures": self.failed, "retries": self.retries,
                 "frequencies": self.frequencies,
                 "statistic_failures": self.statistic_failures, **self.snapshot,
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3),
+                **({"ranks": self.ranks} if self.ranks is not None else {})}
 
 
 class ComputeFailed(LakestatsError):

@@ -18,7 +18,7 @@ from sqlglot import expressions as E
 from lakestats.core.errors import LakestatsError
 from lakestats.pruning.predicate import StatsView, evaluate, in_envelope, value_range
 from lakestats.pruning.ranges import (COMPARISONS, FLIPPED, MAYBE, NAN_LEFT, Flags, Range, aligned,
-                            aligned_already)
+                                      aligned_already)
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
 MemberAll = Callable[[str, list, np.ndarray], np.ndarray | None]

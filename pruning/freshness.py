@@ -12,20 +12,22 @@ given deletes since changes its fingerprint) and sorts the version's files into:
 
 `assume_current` skips the listing for a caller who knows the statistics are current; the
 version's own files are then taken as the table's (and the files --allow-partial left out
-are still read whole).
+are still read whole). A table without statistics (no manifest) has every file unknown.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lakestats.formats import Selection, Snapshot, open_snapshot
-from lakestats.metastore.store import DataFile
+from lakestats.formats import Selection, Snapshot, detect, open_snapshot
+from lakestats.metastore.manifest import Manifest
+from lakestats.metastore.store import DataFile, Store
 
 
 @dataclass
 class Freshness:
     table_uri: str
-    manifest: dict
+    manifest: Manifest | None            # None: the table has no statistics
+    form: str                            # the table's format
     assumed_current: bool
     now: dict[str, DataFile] = field(default_factory=dict)   # the table's files now
     gone: set[str] = field(default_factory=set)
@@ -34,18 +36,14 @@ class Freshness:
 
     def __post_init__(self):
         self._unknown = set(self.unknown)
-        self.version = self.manifest.get("version")
-
-    @property
-    def form(self) -> str:
-        return self.manifest.get("format", "parquet")
+        self.version = self.manifest.version if self.manifest else None
 
     def snapshot_to_read(self) -> Snapshot | None:
         """The table format's snapshot whose rows a read returns: the current one, or under
         assume_current the statistics' (None for a plain directory)."""
         if self.snapshot is None and self.form != "parquet":
-            self.snapshot = open_snapshot(self.table_uri,
-                                          Selection(self.form, self.manifest.get("snapshot")))
+            self.snapshot = open_snapshot(self.table_uri, Selection(
+                self.form, self.manifest.snapshot if self.manifest else None))
         return self.snapshot
 
     def described(self, path: str) -> bool:
@@ -64,15 +62,16 @@ class Freshness:
                 f"read whole")
 
 
-def freshness(table_uri: str, manifest: dict, published: dict[str, str],
+def freshness(table_uri: str, manifest: Manifest | None, published: dict[str, str],
               assume_current: bool = False) -> Freshness:
-    """`published`: the version's files, path -> fingerprint."""
-    if assume_current:
-        return Freshness(table_uri, manifest, True, unknown=sorted(manifest.get("missing", {})))
-    form = manifest.get("format", "parquet")
+    """`published`: the version's files, path -> fingerprint; `manifest`: the version's, None
+    for a table without statistics (its format is then found at its root)."""
+    form = manifest.format if manifest else detect(Store(table_uri))
+    if assume_current and manifest:
+        return Freshness(table_uri, manifest, form, True, unknown=sorted(manifest.missing))
     snapshot = open_snapshot(table_uri, Selection(form))
     now = {f.rel_path: f for f in snapshot.files}
     gone = {p for p in published if p not in now}
     unknown = sorted(p for p, f in now.items() if published.get(p) != f.fingerprint)
-    return Freshness(table_uri, manifest, False, now, gone, unknown,
+    return Freshness(table_uri, manifest, form, False, now, gone, unknown,
                      None if form == "parquet" else snapshot)

@@ -31,8 +31,8 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
-from lakestats.pruning.join_graph import (ANTI, FULL, INNER, LEFT, NOT_IN, RIGHT, SEMI, Edge, JoinGraph,
-                                Origin, Scan)
+from lakestats.pruning.join_graph import (ANTI, FULL, INNER, LEFT, NOT_IN, RIGHT, SEMI, Edge,
+                                          JoinGraph, Origin, Scan)
 from lakestats.pruning.join_conditions import conjuncts, implied, null_rejecting, single_source
 from lakestats.pruning.predicate import PredicateError
 

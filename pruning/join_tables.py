@@ -17,7 +17,7 @@ from lakestats.core import schema as statistics_schema
 from lakestats.core import types as ty
 from lakestats.formats import Selection, Snapshot, detect, open_snapshot
 from lakestats.metastore import files
-from lakestats.metastore.reader import NotPublished, TableStatistics
+from lakestats.metastore.reader import NotPublished, StatisticsReader
 from lakestats.metastore.store import Store
 from lakestats.pruning.batch import evaluate_all
 from lakestats.pruning.freshness import Freshness, freshness
@@ -87,7 +87,7 @@ class JoinTable:
     columns its scans' predicates and joins name), and the files a listing finds. A table
     without statistics (`stats` None) has no partitions: every file is read, none sent."""
 
-    def __init__(self, name: str, uri: str, stats: TableStatistics | None, schema: pa.Schema,
+    def __init__(self, name: str, uri: str, stats: StatisticsReader | None, schema: pa.Schema,
                  wanted: set[str], assume_current: bool = False):
         self.name, self.schema = name, schema
         self.index, self.parts, self.member_all = None, [], lambda *_: None
@@ -98,14 +98,13 @@ class JoinTable:
         self._taint(uri, stats, assume_current)
         self.columns: dict[str, JoinColumn | None] = {}
 
-    def _taint(self, uri: str, stats: TableStatistics | None, assume_current: bool) -> None:
+    def _taint(self, uri: str, stats: StatisticsReader | None, assume_current: bool) -> None:
         """Files the statistics do not describe as they are now (pruning.freshness) are
         tainted: always read, and their table sends no diP. Files gone since are never
         read."""
-        manifest = stats.manifest if stats else {"format": detect(Store(uri))}
         published = [p.path for p in self.parts]
-        now = freshness(uri, manifest, {p.path: p.fingerprint for p in self.parts},
-                        assume_current and stats is not None)
+        now = freshness(uri, stats.manifest if stats else None,
+                        {p.path: p.fingerprint for p in self.parts}, assume_current)
         held = set(published)
         new = [p for p in now.unknown if p not in held]
         unknown = set(now.unknown)
@@ -218,7 +217,7 @@ class JoinTable:
         return sorted(found)
 
 
-def table_schema(uri: str, stats: TableStatistics | None) -> pa.Schema:
+def table_schema(uri: str, stats: StatisticsReader | None) -> pa.Schema:
     """The statistics' schema; without statistics, that of the table's first data file."""
     if stats is not None:
         return stats.schema()

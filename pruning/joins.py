@@ -28,7 +28,7 @@ from lakestats.core import range_sets
 from lakestats.core import types as ty
 from lakestats.core.range_sets import RangeSet
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import NotPublished, TableStatistics
+from lakestats.metastore.reader import NotPublished, StatisticsReader
 from lakestats.pruning.join_extract import extract, parse, tables_named, unnamed
 from lakestats.pruning.join_graph import NOT_IN, JoinGraph, Origin
 from lakestats.pruning.join_tables import JoinTable, TablePruning, comparable, table_schema
@@ -102,11 +102,11 @@ def _prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] |
          for ref, mask in reads.items()}, planning_ms)
 
 
-def _published(uri: str, stats_root: str | None) -> TableStatistics | None:
+def _published(uri: str, stats_root: str | None) -> StatisticsReader | None:
     """The table's published statistics; None when it has none yet (it is then read whole,
     with a warning naming it)."""
     try:
-        return TableStatistics(Layout.of_table(uri, stats_root).uri)
+        return StatisticsReader(Layout.of_table(uri, stats_root).uri)
     except NotPublished as e:
         warnings.warn(f"{e}: every file of {uri} is read", stacklevel=3)
         return None

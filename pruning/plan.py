@@ -29,7 +29,7 @@ from lakestats.core.binning import edge_type
 from lakestats.metastore import files
 from lakestats.metastore.histograms import histogram_bins
 from lakestats.metastore.layout import HISTOGRAMS
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.pruning.batch import evaluate_all
 from lakestats.pruning.freshness import Freshness, freshness
 from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
@@ -65,7 +65,7 @@ def parse_order(order_by: str | None) -> tuple[str, bool] | None:
     return words[0].strip("`"), len(words) == 2 and words[1].upper() == "DESC"
 
 
-def prune(stats_root: str | TableStatistics, where: str | None = None, limit: int | None = None,
+def prune(stats_root: str | StatisticsReader, where: str | None = None, limit: int | None = None,
           order_by: str | None = None, *, table_uri: str | None = None,
           assume_current: bool = False, time_zone: str | None = None) -> PruneResult:
     """`stats_root`: the table's statistics root, or its statistics already open; `table_uri`:
@@ -75,9 +75,9 @@ def prune(stats_root: str | TableStatistics, where: str | None = None, limit: in
         return _prune(stats_root, where, limit, order_by, table_uri, assume_current)
 
 
-def _prune(stats_root: str | TableStatistics, where: str | None, limit: int | None,
+def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | None,
            order_by: str | None, table_uri: str | None, assume_current: bool) -> PruneResult:
-    stats = stats_root if isinstance(stats_root, TableStatistics) else TableStatistics(stats_root)
+    stats = stats_root if isinstance(stats_root, StatisticsReader) else StatisticsReader(stats_root)
     schema = stats.schema()
     node = parse(where) if where else None
     order = parse_order(order_by)
@@ -90,7 +90,7 @@ def _prune(stats_root: str | TableStatistics, where: str | None, limit: int | No
         validate(node, schema, hive)
     if order and order[0] not in schema.names and order[0] not in hive:
         raise PredicateError(unknown_column(order[0], schema.names + sorted(hive)))
-    now = freshness(table_uri or stats.manifest["table"], stats.manifest,
+    now = freshness(table_uri or stats.manifest.table, stats.manifest,
                     {p.path: p.fingerprint for p in parts}, assume_current)
     if node is not None:     # over every partition: member_all knows them by position
         for p, flags in zip(parts, evaluate_all(node, [p.view for p in parts], member_all)):
@@ -114,7 +114,7 @@ def _prune(stats_root: str | TableStatistics, where: str | None, limit: int | No
 # -- rows that certainly match
 
 
-def _certain_rows(p: Candidate, node, stats: TableStatistics, schema: pa.Schema) -> int:
+def _certain_rows(p: Candidate, node, stats: StatisticsReader, schema: pa.Schema) -> int:
     """A lower bound of the rows matching in p: all of them when fully matching; else, for a
     predicate on one column, the rows of the values (exact frequencies, when the partition
     keeps them small enough to read: no Bloom filter) or of the histogram bins in which the
@@ -159,7 +159,7 @@ def _certain_rows(p: Candidate, node, stats: TableStatistics, schema: pa.Schema)
 # -- LIMIT
 
 
-def _limit(candidates: list[Candidate], node, k: int, stats: TableStatistics,
+def _limit(candidates: list[Candidate], node, k: int, stats: StatisticsReader,
            schema: pa.Schema) -> list[Candidate]:
     if k == 0:
         return []
@@ -214,7 +214,7 @@ class _Key:
 
 
 def _top_k(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
-           stats: TableStatistics, schema: pa.Schema) -> list[Candidate]:
+           stats: StatisticsReader, schema: pa.Schema) -> list[Candidate]:
     column, descending = order
     if k == 0:
         return []

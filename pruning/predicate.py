@@ -23,8 +23,8 @@ import sqlglot
 from sqlglot import expressions as E
 
 from lakestats.core.errors import UsageError
-from lakestats.pruning.ranges import (MAYBE, UNKNOWN, Flags, Months, Range, all_of, any_of, arith, compare,
-                            literal, local, negated, successor, union)
+from lakestats.pruning.ranges import (MAYBE, UNKNOWN, Flags, Months, Range, all_of, any_of, arith,
+                                      compare, literal, local, negated, successor, union)
 
 # -- the statistics a predicate reads
 

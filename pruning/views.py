@@ -18,7 +18,7 @@ from lakestats.core.hashing import hash_text
 from lakestats.metastore import files
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.membership import read_blooms
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from lakestats.pruning.batch import MemberAll
 from lakestats.pruning.predicate import StatsView
@@ -59,7 +59,7 @@ class Candidate:
         return self.view.stats[column].get("bloom") is not None
 
 
-def candidates(stats: TableStatistics, wanted: set[str], index: pa.Table | None = None
+def candidates(stats: StatisticsReader, wanted: set[str], index: pa.Table | None = None
                ) -> tuple[list[Candidate], MemberAll]:
     """Every partition of the version, with the statistics of the `wanted` columns, and the
     membership test of many partitions at once (pruning.batch); from `index`, the partition
@@ -72,7 +72,7 @@ def candidates(stats: TableStatistics, wanted: set[str], index: pa.Table | None 
     per_column = {c: _ranges(index, table_schema, c) for c in columns}
     blooms = _Blooms(stats, per_column)
     names = set(table_schema.names)
-    inexact = stats.manifest.get("inexact", {})
+    inexact = stats.manifest.inexact
     out = []
     for i, (path, rows, size, fingerprint, hive) in enumerate(zip(
             paths, index["row_count"].to_pylist(), index["size"].to_pylist(),
@@ -169,7 +169,7 @@ class _Blooms:
     (`only`), or, for questions one partition at a time, every partition's at the first
     (`of`). The values asked about are rendered and hashed once for all partitions."""
 
-    def __init__(self, stats: TableStatistics, per_column: dict[str, list[dict | None]]):
+    def __init__(self, stats: StatisticsReader, per_column: dict[str, list[dict | None]]):
         self.stats, self.per_column, self.read, self.asked = stats, per_column, {}, {}
         self.found: dict[tuple, dict] = {}
 
@@ -186,8 +186,8 @@ class _Blooms:
 
     def holders(self, column: str, texts: pa.Array) -> dict[str, dict[str, int]] | None:
         """From the version's value index, when it indexes the column: each value text's
-        partitions (TableStatistics.holders)."""
-        if column not in self.stats.manifest.get("value_index", []):
+        partitions (StatisticsReader.holders)."""
+        if column not in self.stats.manifest.value_index:
             return None
         key = (column, tuple(texts.to_pylist()))
         if key not in self.found:

@@ -20,7 +20,7 @@ from lakestats.core.binning import binning_values
 from lakestats.core.errors import StatisticsMissing
 from lakestats.metastore import histograms
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.pruning.freshness import freshness
 from lakestats.spark_bridge import histogram as eqh
 
@@ -35,12 +35,12 @@ class StaleStatistics(StatisticsMissing):
     """The table's files changed since the published statistics version."""
 
 
-def check_fresh(table_uri: str, stats: TableStatistics) -> None:
+def check_fresh(table_uri: str, stats: StatisticsReader) -> None:
     """Refuse statistics that do not describe the table as it is now (pruning.freshness); files
     that --allow-partial left out are known to the version and do not count."""
     published = {p["path"]: p["fingerprint"] for p in stats.partitions()}
     now = freshness(table_uri, stats.manifest, published)
-    left_out = set(stats.manifest.get("missing", {}))
+    left_out = set(stats.manifest.missing)
     changes = sorted([f"{p} ({'changed' if p in published else 'new'})"
                       for p in now.unknown if p not in left_out]
                      + [f"{p} (removed)" for p in now.gone])
@@ -61,7 +61,7 @@ def apply_statistics(spark, table: str, table_uri: str, *, stats_root: str | Non
                      allow_stale: bool = False) -> dict:
     """Inject the published statistics of `table_uri` into Spark's catalog entry `table`.
     Returns what was applied: {"version", "row_count", "columns": [...]}."""
-    stats = TableStatistics(Layout.of_table(table_uri, stats_root).uri)
+    stats = StatisticsReader(Layout.of_table(table_uri, stats_root).uri)
     if not allow_stale:
         check_fresh(table_uri, stats)
     jvm, jsession = spark._jvm, spark._jsparkSession
@@ -92,8 +92,8 @@ def apply_statistics(spark, table: str, table_uri: str, *, stats_root: str | Non
             applied.append(name)
     size = sum(p["size"] for p in stats.partitions())
     catalog.alterTableStats(ident, jvm.scala.Option.apply(
-        _catalog_statistics(jvm, size, stats.manifest["row_count"], col_stats)))
-    return {"version": stats.version, "row_count": stats.manifest["row_count"],
+        _catalog_statistics(jvm, size, stats.manifest.row_count, col_stats)))
+    return {"version": stats.version, "row_count": stats.manifest.row_count,
             "columns": applied}
 
 
@@ -137,7 +137,7 @@ def _spark_domain(values: np.ndarray, arrow_type) -> np.ndarray:
     return values
 
 
-def _equi_height(stats: TableStatistics, row: dict, num_bins: int):
+def _equi_height(stats: StatisticsReader, row: dict, num_bins: int):
     import pyarrow as pa
 
     column = row["column"]

@@ -4,14 +4,14 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 
 
 def statistics_frame(spark, table_uri: str, *, stats_root: str | None = None):
     """One row per (level, partition, column): level 'table' (partition null) or 'partition'
     (partition = the data file's path relative to the table), then the statistics.parquet
     columns without the sketches."""
-    stats = TableStatistics(Layout.of_table(table_uri, stats_root).uri)
+    stats = StatisticsReader(Layout.of_table(table_uri, stats_root).uri)
     parts = [_tagged(stats.statistics(sketches=False), "table", None)]
     for path in (p["path"] for p in stats.partitions()):
         parts.append(_tagged(stats.statistics(partition=path, sketches=False), "partition", path))

@@ -15,7 +15,7 @@ from lakestats.core import types as ty
 from lakestats.formats import FormatError, Snapshot
 from lakestats.formats.rows import open_rows
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import DataFile, Store
 from lakestats.pruning import PruneResult, parse_order
 from lakestats.pruning import prune as prune_files
@@ -39,7 +39,7 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
     the table is now: files newer than the statistics are read whole, files gone are not
     read (`assume_current` trusts the statistics instead of listing the table). Timestamps
     without a zone are read in the session's time zone, as Spark reads them."""
-    stats = TableStatistics(Layout.of_table(table_uri, stats_root).uri)
+    stats = StatisticsReader(Layout.of_table(table_uri, stats_root).uri)
     result = prune_files(stats, where, limit, order_by, table_uri=table_uri,
                          assume_current=assume_current, time_zone=session_time_zone(spark))
     df = files_frame(spark, table_uri, result.kept,

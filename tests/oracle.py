@@ -27,7 +27,7 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from tests.oracle_data import NAN, TICKS, UTC
 
 # -- the oracle: kinds and the values behind canonical text --------------------------------------
@@ -363,11 +363,11 @@ def check_histogram(bins: list[dict], exponent: int | None, values: list, t: pa.
         assert (finite[-1] >> (exponent - 1)) - (finite[0] >> (exponent - 1)) + 1 > max_bins, where
 
 
-def stats_rows(ts: TableStatistics, rel: str | None = None) -> dict[str, dict]:
+def stats_rows(ts: StatisticsReader, rel: str | None = None) -> dict[str, dict]:
     return {r["column"]: r for r in ts.summary(partition=rel)["columns"]}
 
 
-def check_everything(root: Path, ts: TableStatistics, rel_paths: list[str], rel: str | None,
+def check_everything(root: Path, ts: StatisticsReader, rel_paths: list[str], rel: str | None,
                      schema: pa.Schema, names: list[str] | None = None, max_bins: int = 1000,
                      finest: bool = True):
     """All statistics, frequencies, histograms (and a partition's range-sets) of `names` (default:

@@ -40,8 +40,8 @@ def statistics_without_sketches(table: pa.Table) -> list[dict]:
 def published_files(stats_root: str) -> dict[str, list]:
     """The published version's three files as rows, quantile sketches left out (KLL sketches
     compact at random: equal in distribution, not in bytes)."""
-    from lakestats.metastore.reader import TableStatistics
-    stats = TableStatistics(stats_root)
+    from lakestats.metastore.reader import StatisticsReader
+    stats = StatisticsReader(stats_root)
     out = {}
     for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet"):
         t = stats.version_dir().read_parquet(name)

@@ -11,14 +11,14 @@ import pytest
 from lakestats.algorithms.partitions.reduce import SchemaDriftError
 from lakestats.metastore.layout import HISTOGRAMS, Layout
 from lakestats.metastore.manifest import read_manifest
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from lakestats.monostore.report import ComputeFailed
 from tests.tables import mixed, statistics_without_sketches, write
 
 
-def table_stats(root) -> TableStatistics:
-    return TableStatistics(f"{root}/_lakestats")
+def table_stats(root) -> StatisticsReader:
+    return StatisticsReader(f"{root}/_lakestats")
 
 
 def oracle(root, column: str) -> dict:
@@ -46,7 +46,7 @@ def test_s3_table_matches_local_table_and_oracle(tmp_path, s3_endpoint, run):
     report = run("s3://lake/orders")
     assert (report.computed, report.failed, report.row_count) == (3, {}, 10500)
 
-    on_s3, on_disk = TableStatistics("s3://lake/orders/_lakestats"), table_stats(local)
+    on_s3, on_disk = StatisticsReader("s3://lake/orders/_lakestats"), table_stats(local)
     assert statistics_without_sketches(on_s3.statistics()) == \
         statistics_without_sketches(on_disk.statistics())
     assert on_s3.histogram("price") == on_disk.histogram("price")
@@ -86,7 +86,7 @@ def test_incremental_compute_reuses_unchanged_partitions(tmp_path, run):
 
     fresh_root = tmp_path.parent / f"{tmp_path.name}-fresh"
     run(tmp_path, stats_root=str(fresh_root))
-    incremental, fresh = table_stats(tmp_path), TableStatistics(str(fresh_root))
+    incremental, fresh = table_stats(tmp_path), StatisticsReader(str(fresh_root))
     # files left: sketches hold their values, and a histogram whose range shrank may keep its
     # coarser grid (its counts exact), until --exact merges anew
     def without_grid(stats):
@@ -153,8 +153,8 @@ def test_versions_are_published_whole(tmp_path, run):
     manifest = read_manifest(Layout(str(stats.uri)))
     for name in ("statistics.parquet", "frequencies.parquet", "histograms.parquet",
                  "manifest.json"):
-        assert stats.exists("versions", manifest["version"], name)
-    assert json.loads(stats.read_bytes("LATEST")) == {"version": manifest["version"]}
+        assert stats.exists("versions", manifest.version, name)
+    assert json.loads(stats.read_bytes("LATEST")) == {"version": manifest.version}
 
 
 def test_partitions_indexed_in_batches_give_the_same_version(tmp_path, run, monkeypatch):
@@ -171,7 +171,7 @@ def test_partitions_indexed_in_batches_give_the_same_version(tmp_path, run, monk
     run(tmp_path, stats_root=str(whole))
     monkeypatch.setattr(compute_module, "INDEX_BATCH", 2)
     run(tmp_path)
-    a, b = TableStatistics(str(whole)), TableStatistics(str(batched))
+    a, b = StatisticsReader(str(whole)), StatisticsReader(str(batched))
     assert a.statistics().drop_columns(["quantile_sketch"]) == \
         b.statistics().drop_columns(["quantile_sketch"])         # KLL compacts at random
     offsets = [f"c{k}" for k in range(len(a.schema()))]

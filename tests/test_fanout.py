@@ -20,8 +20,9 @@ from lakestats.fleet.connections import client
 from lakestats.fleet.fanout import THROTTLE_PAUSE, fan_out
 from lakestats.fleet.invokers.aws_lambda import LambdaInvoker
 from lakestats.fleet.jobs import JobScope
-from lakestats.fleet.protocol import RANK_MERGE, InvocationError, RankResult, RankTask, StepEvent, StepFailed
-from lakestats.metastore.reader import TableStatistics
+from lakestats.fleet.protocol import (RANK_MERGE, InvocationError, RankResult, RankTask, StepEvent,
+                                      StepFailed)
+from lakestats.metastore.reader import StatisticsReader
 from tests.tables import mixed, write
 
 
@@ -48,7 +49,7 @@ def test_job_survives_a_killed_worker(tmp_path, run, invoker, redis_url):
     paths = sorted(str(p) for p in tmp_path.glob("part-*.parquet"))
     rows, non_null, total = duckdb.sql(
         f"select count(*), count(qty), sum(qty)::varchar from read_parquet({paths!r})").fetchall()[0]
-    qty = {c["column"]: c for c in TableStatistics(f"{tmp_path}/_lakestats").summary()["columns"]}["qty"]
+    qty = {c["column"]: c for c in StatisticsReader(f"{tmp_path}/_lakestats").summary()["columns"]}["qty"]
     assert (qty["row_count"], qty["row_count"] - qty["null_count"], qty["sum"]) == (rows, non_null, total)
     # the job's keys are gone once it ends
     assert not list(client(redis_url).scan_iter(match="lakestats:job:*"))
@@ -96,7 +97,7 @@ def test_a_stuck_call_is_retried_alone(tmp_path, run, invoker):
     report = outcome["report"]
     assert (report.retries, report.failed, report.computed) == (1, {}, 12)
     total = sum(pq.ParquetFile(p).metadata.num_rows for p in tmp_path.glob("part-*.parquet"))
-    assert TableStatistics(f"{tmp_path}/_lakestats").summary()["row_count"] == total
+    assert StatisticsReader(f"{tmp_path}/_lakestats").summary()["row_count"] == total
 
 
 def test_job_survives_stuck_workers(tmp_path, run, invoker):
@@ -107,7 +108,7 @@ def test_job_survives_stuck_workers(tmp_path, run, invoker):
     report = outcome["report"]
     assert report.retries >= 1 and not report.failed and report.computed == 12
     total = sum(pq.ParquetFile(p).metadata.num_rows for p in tmp_path.glob("part-*.parquet"))
-    assert TableStatistics(f"{tmp_path}/_lakestats").summary()["row_count"] == total
+    assert StatisticsReader(f"{tmp_path}/_lakestats").summary()["row_count"] == total
 
 
 def _payload(obj) -> StreamingBody:

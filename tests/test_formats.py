@@ -15,7 +15,7 @@ import pytest
 
 from lakestats.formats import FormatError, Selection
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import NotPublished, TableStatistics
+from lakestats.metastore.reader import NotPublished, StatisticsReader
 from lakestats.monostore.compute import compute
 from tests.oracle import check_everything
 from tests.oracle_data import adversarial
@@ -39,13 +39,13 @@ def batch(part: int, n: int = 120) -> pa.Table:
     return pa.table({**columns, "part": pa.array([part % 2] * n, pa.int32())})
 
 
-def check_snapshot(stats_root: str, snapshot: str, rows: pa.Table, tmp: Path) -> TableStatistics:
+def check_snapshot(stats_root: str, snapshot: str, rows: pa.Table, tmp: Path) -> StatisticsReader:
     """The statistics published for `snapshot` against the oracle over `rows`, the format
     reader's rows of it. Versions are incremental: one that removed files keeps its histogram
     grid, which may then be coarser than the finest."""
-    ts = TableStatistics.of_snapshot(stats_root, snapshot)
-    assert ts.manifest["snapshot"] == snapshot
-    assert ts.manifest["row_count"] == rows.num_rows
+    ts = StatisticsReader.of_snapshot(stats_root, snapshot)
+    assert ts.manifest.snapshot == snapshot
+    assert ts.manifest.row_count == rows.num_rows
     schema = plain(ts.schema())
     oracle = tmp / f"oracle-{snapshot}"
     oracle.mkdir()
@@ -136,7 +136,7 @@ def test_iceberg_snapshots(iceberg, invoker, settings, tmp_path):
         assert {p["path"] for p in ts.partitions()} == live        # removed files never count
         assert all(p["partition_values"]["part"] in ("0", "1") for p in ts.partitions())
     with pytest.raises(NotPublished, match="no statistics of snapshot 12345"):
-        TableStatistics.of_snapshot(stats_root, "12345")
+        StatisticsReader.of_snapshot(stats_root, "12345")
 
 
 def test_iceberg_position_deletes_recompute_only_their_file(iceberg, invoker, settings):
@@ -192,7 +192,7 @@ def test_delta_versions(delta, invoker, settings, tmp_path):
         ts = check_snapshot(stats_root, str(version), reader.to_pyarrow_table(), tmp_path)
         live = set(pa.table(reader.get_add_actions())["path"].to_pylist())
         assert {p["path"] for p in ts.partitions()} == live
-    first = TableStatistics.of_snapshot(stats_root, "0").partitions()
+    first = StatisticsReader.of_snapshot(stats_root, "0").partitions()
     assert sorted(p["partition_values"]["part"] or "null" for p in first) == ["0", "null"]
 
 
@@ -244,8 +244,8 @@ def test_hudi_samples(invoker, settings, tmp_path):
             continue
         rows = pa.Table.from_batches(batches)
         stats_root = Layout.of_table(str(root)).uri
-        ts = TableStatistics(stats_root)
-        assert ts.manifest["format"] == "hudi" and ts.manifest["row_count"] == rows.num_rows
+        ts = StatisticsReader(stats_root)
+        assert ts.manifest.format == "hudi" and ts.manifest.row_count == rows.num_rows
         schema = plain(pa.schema([f for f in ts.schema() if f.name in rows.column_names]))
         oracle = tmp_path / f"oracle-{root.parent.name}"
         oracle.mkdir()
@@ -296,7 +296,7 @@ def test_iceberg_equality_deletes_are_flagged_and_never_certain(invoker, setting
     deleted = small.file_path.removeprefix(f"{table.location()}/")
     assert list(report.snapshot["inexact"]) == [deleted]
     stats_root = Layout.of_table(root).uri
-    parts = {p["path"]: p["bounds_exact"] for p in TableStatistics(stats_root).partitions()}
+    parts = {p["path"]: p["bounds_exact"] for p in StatisticsReader(stats_root).partitions()}
     assert parts[deleted] is False and sum(parts.values()) == 1
     (later,) = [p for p, exact in parts.items() if exact]
     from lakestats.pruning import prune

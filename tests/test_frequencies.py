@@ -13,7 +13,7 @@ import pytest
 from lakestats.core import types as ty
 from lakestats.core.settings import FrequencySettings
 from lakestats.cli import main
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from tests.tables import write
 
@@ -57,7 +57,7 @@ def oracle(root, column: str) -> Counter:
 
 
 def published(root, column: str) -> list[tuple[str, int]]:
-    freq = TableStatistics(f"{root}/_lakestats").frequencies(column)
+    freq = StatisticsReader(f"{root}/_lakestats").frequencies(column)
     return list(zip(freq["value"].to_pylist(), freq["frequency"].to_pylist()))
 
 
@@ -70,7 +70,7 @@ SMALL = dict(low_distinct_max=5_000, low_duplicate_max=2_000)
 
 
 def frequencies_bytes(root) -> bytes:
-    stats = TableStatistics(f"{root}/_lakestats")
+    stats = StatisticsReader(f"{root}/_lakestats")
     return stats.version_dir().read_bytes("frequencies.parquet")
 
 
@@ -99,7 +99,7 @@ def test_automatic_choice_suits_each_column(by_algorithm):
 @pytest.mark.parametrize("algorithm", ["auto", *ALGORITHMS])
 def test_every_algorithm_matches_the_oracle(table, by_algorithm, algorithm):
     root, report = by_algorithm[algorithm]
-    stats = TableStatistics(str(root))
+    stats = StatisticsReader(str(root))
     rows = {r["column"]: r for r in stats.statistics(sketches=False).to_pylist()}
     for column in ["zipf", "uid", "one", "text", "real", "at", "shared"]:
         counts = oracle(table, column)
@@ -140,7 +140,7 @@ def test_low_distinct_in_many_batches_is_byte_identical(table, by_algorithm, tmp
 def test_all_values_lists_every_value(table, tmp_path, run, algorithm):
     run(table, stats_root=str(tmp_path), frequencies=FrequencySettings(
         algorithm, all_values=True, **SMALL))
-    freq = TableStatistics(str(tmp_path)).frequencies("uid")
+    freq = StatisticsReader(str(tmp_path)).frequencies("uid")
     assert list(zip(freq["value"].to_pylist(), freq["frequency"].to_pylist())) == \
         expected_rows(oracle(table, "uid"), keep_once=True)
 
@@ -179,7 +179,7 @@ def test_failed_step_leaves_no_keys_and_publishes_nothing(tmp_path, run, redis_u
     (stats_dir / "frequencies.parquet").write_bytes(b"not parquet")
     with pytest.raises(StepFailed):
         run(root, frequencies=FrequencySettings("binned"))
-    assert TableStatistics(f"{root}/_lakestats").version == first.version
+    assert StatisticsReader(f"{root}/_lakestats").version == first.version
     assert list(redis.Redis.from_url(redis_url).scan_iter("lakestats:job:*")) == []
 
 
@@ -221,4 +221,4 @@ def test_changed_settings_republish(tmp_path, run):
     assert again.frequencies["zipf"]["algorithm"] == "binned"
     rebinned = run(tmp_path, max_bins=100, frequencies=FrequencySettings("binned"))
     assert (rebinned.published, rebinned.computed) == (True, 3)
-    assert len(TableStatistics(f"{tmp_path}/_lakestats").histogram("real")) <= 100
+    assert len(StatisticsReader(f"{tmp_path}/_lakestats").histogram("real")) <= 100

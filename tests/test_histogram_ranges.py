@@ -1,4 +1,4 @@
-"""Histogram range lookups (`histogram --range`, TableStatistics.histogram(low=, high=)):
+"""Histogram range lookups (`histogram --range`, StatisticsReader.histogram(low=, high=)):
 equal to the full histogram filtered here, on 1,000 and 10,000 bins, reading only the row
 groups that hold the range."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from lakestats.cli import main
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from tests.oracle import parse
 
 ROWS = 60_000
@@ -72,7 +72,7 @@ RANGES = {
 def test_range_equals_the_full_histogram_filtered(table, run, tmp_path, bins, monkeypatch):
     root = str(tmp_path / f"stats{bins}")
     run(table, stats_root=root, max_bins=bins)
-    stats = TableStatistics(Layout.of_table(str(table), root).uri)
+    stats = StatisticsReader(Layout.of_table(str(table), root).uri)
     read = []
     original = pq.ParquetFile.read_row_groups
     monkeypatch.setattr(pq.ParquetFile, "read_row_groups",
@@ -101,7 +101,7 @@ def test_range_on_the_command_line(table, run, tmp_path, capsys):
     assert main(["histogram", str(table), "i", "--stats-root", root, "--range", "-10..30",
                  "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    stats = TableStatistics(Layout.of_table(str(table), root).uri)
+    stats = StatisticsReader(Layout.of_table(str(table), root).uri)
     assert got == {"column": "i", "bins": overlapping(stats.histogram("i"), -10, 30, pa.int64())}
     assert got["bins"] and all(math.isfinite(int(b["count"])) for b in got["bins"])
     assert main(["histogram", str(table), "i", "--stats-root", root, "--range", "1.5..3"]) == 1

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from lakestats.algorithms.frequencies import delta
 from lakestats.core import types as ty
 from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from tests.tables import write
 
@@ -67,7 +67,7 @@ def counts(root, column: str) -> Counter:
 
 def published(stats_root: str) -> dict:
     """The published files' contents, sketches of random compaction aside."""
-    stats = TableStatistics(stats_root)
+    stats = StatisticsReader(stats_root)
     table = stats.statistics().drop_columns(["quantile_sketch"]).replace_schema_metadata(None)
     out = {STATISTICS: table.to_pylist(),
            HISTOGRAMS: stats.version_dir().read_parquet(HISTOGRAMS).to_pylist()}
@@ -105,7 +105,7 @@ def test_incremental_versions_equal_a_clean_compute(tmp_path_factory, run, small
         else:
             write(root / f"f-{i}.parquet", part(s, 30 + s % 90, fresh))
         run(root, exact=exact)
-        stats = TableStatistics(f"{root}/_lakestats")
+        stats = StatisticsReader(f"{root}/_lakestats")
         rows = {r["column"]: r for r in stats.statistics(sketches=False).to_pylist()}
         for column, want in oracle(root).items():
             row = rows[column]
@@ -137,18 +137,18 @@ def test_large_lists_wait_stale_until_compaction_or_exact(tmp_path, run, small_l
     first = run(tmp_path)
     write(tmp_path / "f-3.parquet", part(3, 10, True))
     second = run(tmp_path)
-    rows = {r["column"]: r for r in TableStatistics(f"{tmp_path}/_lakestats").statistics(
+    rows = {r["column"]: r for r in StatisticsReader(f"{tmp_path}/_lakestats").statistics(
         sketches=False).to_pylist()}
     assert rows["k"]["exact_as_of"] == first.version and not rows["k"]["distinct_count_exact"]
     assert set(second.frequencies) < set(COLUMNS)          # not every list was recomputed
     assert run(tmp_path, exact=True).published             # nothing changed but staleness
-    rows = {r["column"]: r for r in TableStatistics(f"{tmp_path}/_lakestats").statistics(
+    rows = {r["column"]: r for r in StatisticsReader(f"{tmp_path}/_lakestats").statistics(
         sketches=False).to_pylist()}
     assert rows["k"]["exact_as_of"] is None
     assert rows["k"]["distinct_count"] == oracle(tmp_path)["k"]["distinct_count"]
     (tmp_path / "f-0.parquet").unlink()
     (tmp_path / "f-1.parquet").unlink()                    # two thirds of the rows: compaction
     run(tmp_path)
-    rows = {r["column"]: r for r in TableStatistics(f"{tmp_path}/_lakestats").statistics(
+    rows = {r["column"]: r for r in StatisticsReader(f"{tmp_path}/_lakestats").statistics(
         sketches=False).to_pylist()}
     assert all(rows[c]["exact_as_of"] is None for c in COLUMNS)

@@ -13,7 +13,7 @@ import pytest
 
 from lakestats.metastore.layout import HISTOGRAMS, STATISTICS, Layout
 from lakestats.metastore.manifest import LatestLost
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import DataFile
 from tests.tables import mixed, published_files, run_cli, write
 
@@ -96,7 +96,7 @@ def test_a_corrupt_version_fails_lookups_and_is_not_built_upon(tmp_path, run):
     table = str(tmp_path / "t")
     write(tmp_path / "t" / "a.parquet", mixed(2000, seed=1))
     run(table)
-    stats = TableStatistics(f"{table}/_lakestats")
+    stats = StatisticsReader(f"{table}/_lakestats")
     corrupt(os.path.join(stats.version_dir().root, STATISTICS))
     shown = run_cli("show", table, "--json")
     assert shown.returncode == 1 and "checksum" in shown.stderr.lower(), shown.stderr
@@ -109,7 +109,7 @@ def test_a_corrupt_version_fails_lookups_and_is_not_built_upon(tmp_path, run):
 def assert_lost(root, why: str) -> None:
     """Lookups fail naming the statistics root and what to do, in the API and the CLI."""
     with pytest.raises(LatestLost, match=why) as lost:
-        TableStatistics(str(root))
+        StatisticsReader(str(root))
     assert str(root) in str(lost.value) and "run lakestats compute" in str(lost.value)
     shown = run_cli("show", str(root.parent), "--json")
     assert shown.returncode == 1 and shown.stdout == "", shown.stdout
@@ -127,11 +127,11 @@ def test_a_lost_latest_or_manifest_fails_lookups_until_a_compute_publishes_anew(
     assert_lost(root, "LATEST is missing")
     report = run(table)                          # publishes anew, past both
     assert report.published and report.version == "v000003" and report.row_count == 1000
-    assert TableStatistics(str(root)).version == "v000003"
+    assert StatisticsReader(str(root)).version == "v000003"
     (root / "versions" / "v000003" / "manifest.json").unlink()
     assert_lost(root, "v000003, whose manifest.json is missing")   # not v000002
     assert run(table).version == "v000004"
     (root / "LATEST").write_text('{"vers')
     assert_lost(root, "LATEST is damaged")
     report = run(table)
-    assert report.version == "v000005" and TableStatistics(str(root)).summary()["row_count"] == 1000
+    assert report.version == "v000005" and StatisticsReader(str(root)).summary()["row_count"] == 1000

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from lakestats import spark_bridge
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.pruning.joins import prune_query
 from tests.tables import write
 
@@ -67,7 +67,7 @@ def _after_local(lake, where: str, dim: str = "ranges") -> set[str]:
 
 
 def test_range_sets_are_lemma_1s(lake):
-    index = TableStatistics(str(lake / "ranges" / "_lakestats")).partition_index(
+    index = StatisticsReader(str(lake / "ranges" / "_lakestats")).partition_index(
         ["date_sk", "year"]).to_pylist()
     ranges = {r["path"].split(".")[0]: [(x["low"], x["high"]) for x in r["c0"]["range_set"]]
               for r in index}

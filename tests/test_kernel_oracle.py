@@ -22,7 +22,7 @@ from lakestats.algorithms.partitions import kernel as partition
 from lakestats.core import binning
 from lakestats.core import types as ty
 from lakestats.metastore import histograms
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from tests.tables import write
 
@@ -217,7 +217,7 @@ def test_table_statistics_match_the_oracle(table, run):
     root, parts = table
     run(root)
     whole = pa.concat_tables(parts)
-    ts = TableStatistics(f"{root}/_lakestats")
+    ts = StatisticsReader(f"{root}/_lakestats")
     rows = {r["column"]: r for r in ts.summary()["columns"]}
     for field in whole.schema:
         row = rows[field.name]
@@ -244,8 +244,8 @@ def test_table_histogram_is_the_histogram_of_all_rows(tmp_path, run):
         run(split, max_bins=bins)
         run(single, max_bins=bins)
         for column in ("x", "k", "t"):
-            merged = TableStatistics(f"{split}/_lakestats").histogram(column)
-            direct = TableStatistics(f"{single}/_lakestats").histogram(column)
+            merged = StatisticsReader(f"{split}/_lakestats").histogram(column)
+            direct = StatisticsReader(f"{single}/_lakestats").histogram(column)
             assert merged == direct
             assert bins // 2 <= len(merged) <= bins
 
@@ -264,7 +264,7 @@ def test_high_cardinality_columns_are_exact_and_sketched(tmp_path, run):
     run(tmp_path)
     truth = duckdb.sql(f"select count(distinct id) from read_parquet('{tmp_path}/*.parquet')"
                        ).fetchall()[0][0]
-    ts = TableStatistics(f"{tmp_path}/_lakestats")
+    ts = StatisticsReader(f"{tmp_path}/_lakestats")
     for row in ts.statistics().to_pylist():
         assert row["distinct_count_exact"] and row["distinct_count"] == truth, row["column"]
         sketch = hashing.kmv_from_bytes(row["ndv_sketch"])
@@ -286,7 +286,7 @@ def test_a_thousand_columns(tmp_path, run):
     for j in range(2):
         write(tmp_path / f"{j}.parquet", pa.table({k: v[j * 150:(j + 1) * 150] for k, v in data.items()}))
     run(tmp_path)
-    columns = TableStatistics(f"{tmp_path}/_lakestats").summary()["columns"]
+    columns = StatisticsReader(f"{tmp_path}/_lakestats").summary()["columns"]
     assert [c["column"] for c in columns] == sorted(data)
     oracle = duckdb.sql(f"select count(distinct c0001), min(c0001), max(c0001), sum(c0001), "
                         f"stddev_samp(c0999) from read_parquet('{tmp_path}/*.parquet')").fetchall()[0]
@@ -300,6 +300,6 @@ def test_an_all_null_column_and_a_zero_row_file(tmp_path, run):
     pq.write_table(pa.table({"x": pa.array([], pa.float64()), "s": pa.array([], pa.string())}),
                    tmp_path / "empty.parquet")
     run(tmp_path)
-    x, s = TableStatistics(f"{tmp_path}/_lakestats").summary()["columns"]
+    x, s = StatisticsReader(f"{tmp_path}/_lakestats").summary()["columns"]
     assert (x["row_count"], x["null_count"], x["distinct_count"], x["min"], x["mean"]) == (5, 5, 0, None, None)
     assert (s["distinct_count"], s["min"], s["max"]) == (1, "a", "a")

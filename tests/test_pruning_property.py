@@ -126,11 +126,11 @@ def test_limit_and_top_k_read_what_a_full_scan_reads(table, where, k, order):
 def test_all_partitions_at_once_answer_as_one_at_a_time(table, where):
     """pruning.batch evaluates every partition at once; pruning.predicate, the reference,
     one partition at a time: the same flags for every partition."""
-    from lakestats.metastore.reader import TableStatistics
+    from lakestats.metastore.reader import StatisticsReader
     from lakestats.pruning.batch import evaluate_all
     from lakestats.pruning.predicate import columns_of, evaluate, parse
     from lakestats.pruning.views import candidates
     node = parse(where)
-    parts, member_all = candidates(TableStatistics(f"{table}/_lakestats"), columns_of(node))
+    parts, member_all = candidates(StatisticsReader(f"{table}/_lakestats"), columns_of(node))
     views = [p.view for p in parts]
     assert evaluate_all(node, views, member_all) == [evaluate(parse(where), v) for v in views]

@@ -1,5 +1,5 @@
 """No unpublished version is ever visible. A coordinator that dies between any two writes of a
-publication leaves readers (TableStatistics, `lakestats show --json`) the previous version,
+publication leaves readers (StatisticsReader, `lakestats show --json`) the previous version,
 entirely, or the new one, entirely, and the next compute publishes past whatever it left; ranks
 count once the manifest records them; an S3 write that fails leaves nothing at its key; a lost
 or unreadable LATEST is an error, never a guess at a version directory."""
@@ -24,7 +24,7 @@ from lakestats.fleet.connections import client
 from lakestats.infra.faults import S3Faults
 from lakestats.metastore.layout import LATEST, MANIFEST, RANKS, Layout
 from lakestats.metastore.manifest import LatestLost, version_names
-from lakestats.metastore.reader import StatisticsNotFound, TableStatistics
+from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 from lakestats.metastore.store import Store, StoreError, s3_client
 from lakestats.monostore import publish
 from tests.tables import mixed, published_files, run_cli, write
@@ -70,7 +70,7 @@ def writes(monkeypatch, crash_after: int | None = None, crash_before: str | None
 
 def seen(root: str) -> tuple[str, dict]:
     """The published version, and all a reader sees of it but its name."""
-    stats = TableStatistics(root)
+    stats = StatisticsReader(root)
     summary = stats.summary()
     del summary["version"]
     return stats.version, {"summary": summary, "files": published_files(root),
@@ -141,8 +141,8 @@ def test_a_crash_while_ranks_are_written_leaves_them_whole_or_absent(
     run(table)
     with writes(monkeypatch) as log:
         compute_ranks(root, invoker, settings, ["price"])
-    want = TableStatistics(root).exact_quantiles("price", [0.1, 0.5, 0.9])
-    version = Layout(root).version(TableStatistics(root).version)
+    want = StatisticsReader(root).exact_quantiles("price", [0.1, 0.5, 0.9])
+    version = Layout(root).version(StatisticsReader(root).version)
     manifest = json.loads(version.read_bytes(MANIFEST))
     assert manifest["files"][RANKS] == version.size(RANKS)
     for k in range(len(log)):
@@ -150,14 +150,14 @@ def test_a_crash_while_ranks_are_written_leaves_them_whole_or_absent(
         run(table)
         with pytest.raises(Crash), writes(monkeypatch, crash_after=k):
             compute_ranks(root, invoker, settings, ["price"])
-        stats = TableStatistics(root)
+        stats = StatisticsReader(root)
         if stats.ranked_columns():
             assert stats.exact_quantiles("price", [0.1, 0.5, 0.9]) == want
         else:
             with pytest.raises(StatisticsNotFound, match="no ranks"):
                 stats.exact_quantiles("price", [0.5])
         compute_ranks(root, invoker, settings, ["price"])
-        assert TableStatistics(root).exact_quantiles("price", [0.1, 0.5, 0.9]) == want
+        assert StatisticsReader(root).exact_quantiles("price", [0.1, 0.5, 0.9]) == want
 
 
 def test_ranks_not_the_size_recorded_are_not_taken(tmp_path, files, run, invoker, redis_url):
@@ -167,16 +167,16 @@ def test_ranks_not_the_size_recorded_are_not_taken(tmp_path, files, run, invoker
     table = table_at_v1(tmp_path / "t", files, run)
     root = f"{table}/_lakestats"
     compute_ranks(root, invoker, settings, ["price", "qty"])
-    want = TableStatistics(root).exact_quantiles("price", [0.5])
+    want = StatisticsReader(root).exact_quantiles("price", [0.5])
     path = f"{root}/versions/v000001/{RANKS}"
     ranks = pq.ParquetFile(path)
     pq.write_table(ranks.read_row_group(0), path, write_page_checksum=True)   # the first part
-    stats = TableStatistics(root)
+    stats = StatisticsReader(root)
     assert stats.ranked_columns() == []
     with pytest.raises(StatisticsNotFound, match="no ranks"):
         stats.exact_quantiles("price", [0.5])
     compute_ranks(root, invoker, settings, ["price"])
-    assert TableStatistics(root).exact_quantiles("price", [0.5]) == want
+    assert StatisticsReader(root).exact_quantiles("price", [0.5]) == want
 
 
 def test_a_lost_latest_is_an_error_not_the_newest_version_directory(tmp_path, files, run,
@@ -187,10 +187,10 @@ def test_a_lost_latest_is_an_error_not_the_newest_version_directory(tmp_path, fi
     with pytest.raises(Crash), writes(monkeypatch, crash_before=LATEST):
         run(table)
     assert os.path.exists(f"{root}/versions/v000002/manifest.json")
-    assert TableStatistics(root).version == "v000001"
+    assert StatisticsReader(root).version == "v000001"
     os.remove(f"{root}/{LATEST}")
     with pytest.raises(LatestLost, match="LATEST is missing") as lost:
-        TableStatistics(root)
+        StatisticsReader(root)
     assert root in str(lost.value) and "run lakestats compute" in str(lost.value)
     shown = run_cli("show", table, "--json")
     assert shown.returncode == 1 and shown.stdout == ""
@@ -207,9 +207,9 @@ def test_a_lost_latest_is_an_error_not_the_newest_version_directory(tmp_path, fi
     with monkeypatch.context() as m:
         m.setattr(Store, "read_bytes", denied)
         with pytest.raises(StoreError, match="cannot read LATEST .*AccessDenied"):
-            TableStatistics(root)
+            StatisticsReader(root)
     report = run(table)
-    assert report.version == "v000003" and TableStatistics(root).version == "v000003"
+    assert report.version == "v000003" and StatisticsReader(root).version == "v000003"
 
 
 def test_a_table_never_computed_has_no_statistics_yet(tmp_path):
@@ -264,9 +264,9 @@ def test_latest_on_s3_is_read_through_transient_errors(proxied_bucket, run, monk
     table = f"s3://{name}/t"
     run(table)
     proxy.faults = S3Faults(kind=503, every=1, method="GET", limit=2)
-    assert TableStatistics(f"{table}/_lakestats").version == "v000001"
+    assert StatisticsReader(f"{table}/_lakestats").version == "v000001"
     assert proxy.faults.injected == 2
     proxy.faults = S3Faults(every=0)
     boto3.client("s3").delete_object(Bucket=name, Key="t/_lakestats/LATEST")
     with pytest.raises(LatestLost, match="LATEST is missing"):
-        TableStatistics(f"{table}/_lakestats")
+        StatisticsReader(f"{table}/_lakestats")

@@ -13,7 +13,7 @@ import pytest
 from lakestats.algorithms.ranks.driver import compute_ranks
 from lakestats.core import types as ty
 from lakestats.core.settings import FrequencySettings
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from tests.tables import write
 
 QS = [0, 0.001, 0.01, 0.25, 0.5, 0.75, 0.99, 0.999, 1]
@@ -87,7 +87,7 @@ def check(tmp_path, run, invoker, settings, column: pa.Array, sizes: list[int]) 
     root = f"{tmp_path}/_lakestats"
     report = compute_ranks(root, invoker, settings, ["x"])
     assert report.columns["x"]["values"] == len(column) - column.null_count
-    stats = TableStatistics(root)
+    stats = StatisticsReader(root)
     got = stats.exact_quantiles("x", QS)
     values = column.to_pylist()
     for q, text in zip(QS, got):
@@ -129,7 +129,7 @@ def test_a_column_without_values_has_null_quantiles(tmp_path, run, invoker, sett
                                                       "y": [1, 2, 3, 4]}))
     run(tmp_path)
     compute_ranks(f"{tmp_path}/_lakestats", invoker, settings, ["x", "y"])
-    stats = TableStatistics(f"{tmp_path}/_lakestats")
+    stats = StatisticsReader(f"{tmp_path}/_lakestats")
     assert stats.exact_quantiles("x", [0, 0.5, 1]) == [None, None, None]
     assert stats.exact_quantiles("y", [0, 0.5, 1]) == ["1", "2", "4"]
     assert stats.rank("x", "3") == {"column": "x", "value": "3", "smaller": 0, "count": 0}
@@ -141,7 +141,7 @@ def test_approximate_quantiles_fall_within_their_bound(tmp_path, run):
         write(tmp_path / f"{i}.parquet", pa.table({"x": values[i * 10_000:(i + 1) * 10_000]}))
     # near-unique: values seen once are not stored, so the KLL sketch answers
     run(tmp_path, frequencies=FrequencySettings(low_distinct_max=1000))
-    answer = TableStatistics(f"{tmp_path}/_lakestats").quantiles("x", QS[1:-1])
+    answer = StatisticsReader(f"{tmp_path}/_lakestats").quantiles("x", QS[1:-1])
     assert answer["exact"] is False and 0 < answer["rank_error"] < 0.02
     ordered = np.sort(values)
     for q, text in zip(QS[1:-1], answer["quantiles"]):
@@ -154,7 +154,7 @@ def test_zoned_timestamp_order_is_by_instant(tmp_path, run, invoker, settings):
     write(tmp_path / "a.parquet", pa.table({"t": pa.array(stamps, pa.timestamp("us", "Asia/Kolkata"))}))
     run(tmp_path)
     compute_ranks(f"{tmp_path}/_lakestats", invoker, settings, ["t"])
-    low, high = TableStatistics(f"{tmp_path}/_lakestats").exact_quantiles("t", [0, 1])
+    low, high = StatisticsReader(f"{tmp_path}/_lakestats").exact_quantiles("t", [0, 1])
     assert dt.datetime.fromisoformat(low) == stamps[0]
     assert dt.datetime.fromisoformat(high) == stamps[-1]
 
@@ -169,7 +169,7 @@ def test_ranks_of_a_table_on_s3(s3_endpoint, run, invoker, settings, tmp_path):
         s3.upload_file(str(path), "ranks", f"t/{i}.parquet")
     run("s3://ranks/t")
     compute_ranks("s3://ranks/t/_lakestats", invoker, settings, ["x"])
-    got = TableStatistics("s3://ranks/t/_lakestats").exact_quantiles("x", QS)
+    got = StatisticsReader("s3://ranks/t/_lakestats").exact_quantiles("x", QS)
     assert got == [percentile_disc(column.to_pylist(), q) for q in QS]
     # the exchange is cleaned up: only statistics remain under the statistics root
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ranks", Prefix="t/_lakestats/exchange")

@@ -13,7 +13,7 @@ from lakestats.algorithms.ranks.driver import compute_ranks
 from lakestats.core import types as ty
 from lakestats.formats import FormatError
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from tests.test_formats import (DELTA_SAMPLES, HUDI_SAMPLES, add_delete_file, compute_snapshot,
                                 position_deletes, unzipped)
 from tests.test_ranks import percentile_disc, same
@@ -28,7 +28,7 @@ def check_exact(root: str, invoker, settings, rows: pa.Table, columns: list[str]
     compute_snapshot(root, invoker, settings)
     stats_root = Layout.of_table(root).uri
     compute_ranks(stats_root, invoker, settings, columns)
-    stats = TableStatistics(stats_root)
+    stats = StatisticsReader(stats_root)
     for name in columns:
         arrow_type = stats.schema().field(name).type
         values = rows[name].to_pylist()

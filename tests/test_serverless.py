@@ -19,7 +19,7 @@ import pytest
 
 from lakestats.core.settings import Settings
 from lakestats.infra.local_stack import wire_bucket
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store, s3_client, s3_filesystem
 from tests.tables import mixed, published_files
 
@@ -60,7 +60,7 @@ def settled(queue: str, table: str) -> bool:
     if int(attrs["ApproximateNumberOfMessages"]) or int(attrs["ApproximateNumberOfMessagesNotVisible"]):
         return False
     try:
-        partitions = TableStatistics(f"{table}/_lakestats").partitions()
+        partitions = StatisticsReader(f"{table}/_lakestats").partitions()
     except Exception:  # noqa: BLE001 - nothing published yet
         return False
     present = {f.rel_path: f.fingerprint for f in Store(table).list_files()}

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lakestats import spark_bridge
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from tests.tables import mixed, statistics_without_sketches, write
 
 
@@ -47,7 +47,7 @@ def orders(tmp_path_factory, run, spark):
 
 
 def test_describe_extended_shows_our_statistics(orders, spark):
-    ours = {c["column"]: c for c in TableStatistics(f"{orders}/_lakestats").summary()["columns"]}
+    ours = {c["column"]: c for c in StatisticsReader(f"{orders}/_lakestats").summary()["columns"]}
     truth = spark.sql("""select min(qty), max(qty), count(distinct qty), count(*) - count(qty),
                                 min(day), max(day), max(length(city)), avg(length(city))
                          from orders""").collect()[0]
@@ -105,7 +105,7 @@ def test_compute_on_spark_equals_local(tmp_path, run, spark):
     run(tmp_path, stats_root=str(tmp_path / "_local"))
     report = spark_bridge.compute(spark, str(tmp_path), stats_root=str(tmp_path / "_spark"))
     assert (report.computed, report.failed) == (3, {})
-    local, on_spark = (TableStatistics(str(tmp_path / d)) for d in ("_local", "_spark"))
+    local, on_spark = (StatisticsReader(str(tmp_path / d)) for d in ("_local", "_spark"))
     assert statistics_without_sketches(on_spark.statistics()) == \
         statistics_without_sketches(local.statistics())
     for column in ("id", "price", "day"):
@@ -168,6 +168,6 @@ def test_hive_catalog_keeps_statistics_across_sessions(tmp_path, run):
                               text=True, timeout=300, cwd=tmp_path)
         assert done.returncode == 0, done.stderr[-2000:]
     shown = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 - our own subprocess's dict
-    ours = {c["column"]: c for c in TableStatistics(f"{table}/_lakestats").summary()["columns"]}
+    ours = {c["column"]: c for c in StatisticsReader(f"{table}/_lakestats").summary()["columns"]}
     assert shown["distinct_count"] == str(ours["qty"]["distinct_count"])
     assert (shown["min"], shown["max"]) == (ours["qty"]["min"], ours["qty"]["max"])

@@ -15,7 +15,7 @@ import pytest
 from lakestats.algorithms.partitions import kernel as partition
 from lakestats.core.settings import FrequencySettings, PartitionSettings
 from lakestats.metastore import files, histograms
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from tests.oracle import (check_everything, check_frequencies, check_histogram, check_row, duck,
                           oracle, python_values, read_column, source, stats_rows)
@@ -23,9 +23,9 @@ from tests.oracle_data import (FLOAT_MAX, FLOAT_TINY, I64_MAX, I64_MIN, INF, KOL
                                NAN_PAYLOAD, NEG_NAN, NY, U64_MAX, cycle, data_files, texts, write)
 
 
-def check_every_partition_and_the_table(root) -> TableStatistics:
+def check_every_partition_and_the_table(root) -> StatisticsReader:
     """Every statistic of each file and of the table against the oracle (one schema)."""
-    ts = TableStatistics(str(root / "_lakestats"))
+    ts = StatisticsReader(str(root / "_lakestats"))
     rels = data_files(root)
     schema = pq.read_schema(root / rels[0])
     for rel in rels:
@@ -75,7 +75,7 @@ def test_table_histogram_is_the_single_file_histogram(tmp_path, run, max_bins):
     assert report.published and report.computed == 4
     kernel = partition.compute(Store(str(single)), "all.parquet",
                               PartitionSettings(max_bins=max_bins))
-    ts = TableStatistics(str(split / "_lakestats"))
+    ts = StatisticsReader(str(split / "_lakestats"))
     rows = stats_rows(ts)
     single_rows = {r["column"]: r for r in kernel.statistics.to_pylist()}
     for field in whole.schema:
@@ -103,7 +103,7 @@ def test_distinct_count_is_exact_while_every_partition_keeps_frequencies(tmp_pat
             "id": pa.array(ids, pa.int64()), "name": pa.array([f"n{i}" for i in ids]),
             "x": pa.array(ids / 7.0), "ts": pa.array(ids * 10**9, pa.int64()).cast(pa.timestamp("ns", KOLKATA))}))
     run(tmp_path)
-    ts = TableStatistics(str(tmp_path / "_lakestats"))
+    ts = StatisticsReader(str(tmp_path / "_lakestats"))
     rels = data_files(tmp_path)
     for name in ("id", "name", "x", "ts"):
         truth = duck(f'select count(distinct "{name}") from {source(tmp_path, rels)}')[0]
@@ -137,7 +137,7 @@ def test_distinct_count_is_exact_for_every_type_and_algorithm(tmp_path, run, alg
             "day": pa.array(ids.astype(np.int32), pa.int32()).cast(pa.date32()),
         }), row_group_size=7000)
     run(tmp_path, frequencies=FrequencySettings(algorithm, all_values=True))
-    ts = TableStatistics(str(tmp_path / "_lakestats"))
+    ts = StatisticsReader(str(tmp_path / "_lakestats"))
     rels = data_files(tmp_path)
     src = source(tmp_path, rels)
     table = stats_rows(ts)
@@ -257,7 +257,7 @@ def test_all_null_zero_row_nested_and_missing_columns(tmp_path, run):
         "added": pa.array([], pa.string())}))
     report = run(tmp_path)
     assert report.published and report.computed == 3
-    ts = TableStatistics(str(tmp_path / "_lakestats"))
+    ts = StatisticsReader(str(tmp_path / "_lakestats"))
     rels = data_files(tmp_path)
     for rel in rels:
         check_everything(tmp_path, ts, [rel], rel, pq.read_schema(tmp_path / rel))
@@ -292,7 +292,7 @@ def test_a_thousand_columns(tmp_path, run):
         write(tmp_path / f"{f}.parquet", pa.table(
             {name: makers[i % 7](120 + 30 * f) for i, name in enumerate(names)}))
     run(tmp_path)
-    ts = TableStatistics(str(tmp_path / "_lakestats"))
+    ts = StatisticsReader(str(tmp_path / "_lakestats"))
     rels = data_files(tmp_path)
     summary = ts.summary()
     assert [c["column"] for c in summary["columns"]] == names

@@ -17,7 +17,7 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 import pyarrow.parquet as pq
 import pytest
 
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from tests.oracle import check_everything, duck, kind, source, stats_rows
 from tests.oracle_data import adversarial, data_files, write
 
@@ -43,7 +43,7 @@ def test_partition_statistics_match_the_oracle(adversarial_table):
     partition statistics: every statistic, the frequencies and the histogram of every column
     equal what DuckDB and exact arithmetic say about that file alone."""
     root = adversarial_table
-    ts = TableStatistics(str(root / "_lakestats"))
+    ts = StatisticsReader(str(root / "_lakestats"))
     for rel in data_files(root):
         schema = pq.read_schema(root / rel)
         check_everything(root, ts, [rel], rel, schema)
@@ -58,7 +58,7 @@ def test_table_statistics_match_the_oracle(adversarial_table):
     counts, min/max, exact sums and exact distinct counts combine partitions losslessly;
     table-level frequencies are the sums of the partitions'."""
     root = adversarial_table
-    ts = TableStatistics(str(root / "_lakestats"))
+    ts = StatisticsReader(str(root / "_lakestats"))
     rels = data_files(root)
     schema = pq.read_schema(root / rels[0])
     summary = ts.summary()
@@ -77,7 +77,7 @@ def test_canonical_text_of_the_extremes(adversarial_table):
     at that instant (EST in winter, EDT in summer, +05:30 in Kolkata, LMT before 1883), and a
     10,000-character string kept whole."""
     root = adversarial_table
-    ts = TableStatistics(str(root / "_lakestats"))
+    ts = StatisticsReader(str(root / "_lakestats"))
     table = stats_rows(ts)
     p0, p1, p2 = (stats_rows(ts, f"part={p}/data.parquet") for p in range(3))
     assert (table["f64"]["min"], table["f64"]["max"]) == ("-inf", "inf")

@@ -14,7 +14,7 @@ import pytest
 from lakestats.core import udf
 from lakestats.cli import main
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 
 PLUGIN = "lakestats.statistics"          # the entry-point group of tests/plugin
 EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
@@ -46,7 +46,7 @@ def plain(tables: list[pa.Table]) -> dict[str, dict]:
             "n": {"email_valid_count": None, "max_word_count": None}}
 
 
-def user_values(stats: TableStatistics, partition: str | None = None) -> dict[str, dict]:
+def user_values(stats: StatisticsReader, partition: str | None = None) -> dict[str, dict]:
     rows = stats.summary(partition)["columns"]
     return {r["column"]: {k: r[k] for k in ("email_valid_count", "max_word_count")}
             for r in rows}
@@ -66,7 +66,7 @@ def test_plugin_statistics_per_partition_and_table_through_changes(table, run, t
     root, tables = table
     report = run(root, statistics=(PLUGIN,))
     assert report.published and not report.statistic_failures
-    stats = TableStatistics(Layout.of_table(str(root)).uri)
+    stats = StatisticsReader(Layout.of_table(str(root)).uri)
     assert user_values(stats) == plain(list(tables.values()))
     for name, t in tables.items():
         assert user_values(stats, name) == plain([t]), name
@@ -75,16 +75,16 @@ def test_plugin_statistics_per_partition_and_table_through_changes(table, run, t
     tables["p9.parquet"] = part(9)
     pq.write_table(tables["p9.parquet"], root / "p9.parquet")
     assert run(root, statistics=(PLUGIN,)).computed == 1
-    stats = TableStatistics(Layout.of_table(str(root)).uri)
+    stats = StatisticsReader(Layout.of_table(str(root)).uri)
     assert user_values(stats) == plain(list(tables.values()))
     (root / "p2.parquet").unlink()
     del tables["p2.parquet"]
     assert run(root, statistics=(PLUGIN,)).removed == 1
-    stats = TableStatistics(Layout.of_table(str(root)).uri)
+    stats = StatisticsReader(Layout.of_table(str(root)).uri)
     assert user_values(stats) == plain(list(tables.values()))
     scratch = tmp_path / "scratch"
     run(root, stats_root=str(scratch), statistics=(PLUGIN,))
-    fresh = TableStatistics(Layout.of_table(str(root), str(scratch)).uri)
+    fresh = StatisticsReader(Layout.of_table(str(root), str(scratch)).uri)
     assert user_values(fresh) == user_values(stats)
     want = stats.statistics(columns=["email"])
     got = fresh.statistics(columns=["email"])

@@ -1,4 +1,4 @@
-"""Value -> partitions (`lakestats where`, TableStatistics.partitions_with): equal to DuckDB's
+"""Value -> partitions (`lakestats where`, StatisticsReader.partitions_with): equal to DuckDB's
 GROUP BY file over the data, for values held by most partitions (dense rows) and by few
 (sparse), through added, removed and rewritten files; and pruning on = and IN uses it."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from lakestats.core.settings import FrequencySettings
 from lakestats.cli import main
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import StatisticsNotFound, TableStatistics
+from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 
 INT64 = np.iinfo(np.int64)
 
@@ -52,7 +52,7 @@ PROBES = [("city", "Oslo", "'Oslo'"), ("city", "東京", "'東京'"), ("city", "
           ("price", "0.030", "0.03")]
 
 
-def check(root: Path, stats: TableStatistics) -> None:
+def check(root: Path, stats: StatisticsReader) -> None:
     for column, text, literal in PROBES:
         got = stats.partitions_with(column, text)
         want = duck_where(root, column, literal)
@@ -66,16 +66,16 @@ def test_where_equals_duckdb_through_changes(tmp_path, run):
     for k in range(12):
         pq.write_table(part(k), root / f"p{k:02}.parquet", row_group_size=100)
     run(root)
-    stats = TableStatistics(Layout.of_table(str(root)).uri)
+    stats = StatisticsReader(Layout.of_table(str(root)).uri)
     # every column of a small table is low-distinct
-    assert stats.manifest["value_index"] == ["big", "city", "day", "f", "id", "price"]
+    assert stats.manifest.value_index == ["big", "city", "day", "f", "id", "price"]
     check(root, stats)
     pq.write_table(part(40), root / "p40.parquet")              # added
     (root / "p03.parquet").unlink()                               # removed
     pq.write_table(part(41), root / "p05.parquet")              # rewritten
     report = run(root)
     assert (report.computed, report.removed) == (2, 1)
-    check(root, TableStatistics(Layout.of_table(str(root)).uri))
+    check(root, StatisticsReader(Layout.of_table(str(root)).uri))
 
 
 def test_named_columns_and_the_command_line(tmp_path, run, capsys):
@@ -85,8 +85,8 @@ def test_named_columns_and_the_command_line(tmp_path, run, capsys):
         pq.write_table(part(k), root / f"p{k}.parquet")
     # low-duplicate frequencies: the id column is indexed only because it is named
     run(root, value_index=("id",), frequencies=FrequencySettings("low-duplicate"))
-    stats = TableStatistics(Layout.of_table(str(root)).uri)
-    assert stats.manifest["value_index"] == ["id"]
+    stats = StatisticsReader(Layout.of_table(str(root)).uri)
+    assert stats.manifest.value_index == ["id"]
     assert stats.partitions_with("id", "1005")["frequency_by_partition"] == {"p1.parquet": 1}
     with pytest.raises(StatisticsNotFound, match="no value index"):
         stats.partitions_with("city", "Oslo")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakestats.cli import main
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.pruning import prune
 from tests.tables import write
 
@@ -40,7 +40,7 @@ def table(tmp_path_factory, run):
 @pytest.mark.parametrize("plain, other", [("s", "s_view"), ("s", "s_large"), ("b", "b_view"),
                                           ("b", "b_large")])
 def test_view_and_large_forms_match_the_plain_form(table, plain, other):
-    stats = TableStatistics(f"{table}/_lakestats")
+    stats = StatisticsReader(f"{table}/_lakestats")
     drop = ("column", "type", "ndv_sketch", "quantile_sketch", "bloom_filter")
     for partition in (None, "part-1.parquet"):
         rows = {r["column"]: r for r in stats.statistics(partition).to_pylist()}

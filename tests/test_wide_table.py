@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from lakestats.infra.redis_server import EmbeddedRedis
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 
 # a Redis of its own, started here: a services test
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -76,7 +76,7 @@ def test_memory_stays_within_budget(wide):
 def test_statistics_equal_a_plain_computation(wide):
     root, _, _ = wide
     data = pa.concat_tables(pq.read_table(p) for p in sorted(root.glob("*.parquet")))
-    stats = TableStatistics(f"{root}/_lakestats")
+    stats = StatisticsReader(f"{root}/_lakestats")
     rows = {r["column"]: r for r in stats.statistics().to_pylist()}
     assert len(rows) == COLUMNS
     for name in ("c0000", "c0001", "c0500", "c0999"):

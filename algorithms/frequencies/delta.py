@@ -31,6 +31,7 @@ from lakestats.core.counting import sum_by_value
 from lakestats.core.settings import Settings
 from lakestats.metastore import files, index
 from lakestats.metastore.layout import Layout
+from lakestats.metastore.manifest import Manifest
 from lakestats.metastore.store import DataFile
 
 MERGE_MAX = 100_000          # a list this long merges in well under a second
@@ -46,7 +47,7 @@ class Plan:
     stale: dict[str, str]         # column -> exact_as_of, for carried stale columns
 
 
-def plan(previous: dict | None, previous_rows: dict[str, dict], new_index: pa.Table,
+def plan(previous: Manifest | None, previous_rows: dict[str, dict], new_index: pa.Table,
          table_schema: pa.Schema, table_rows: list[dict],
          added: list[tuple[DataFile, pa.Schema]], removed: dict[str, dict], layout: Layout,
          version: str, settings: Settings) -> Plan:
@@ -55,7 +56,7 @@ def plan(previous: dict | None, previous_rows: dict[str, dict], new_index: pa.Ta
     what removed_partitions says of the removed ones."""
     names = [f.name for f in table_schema if ty.kind_of(f.type) != ty.OTHER]
     out = Plan([], {}, {}, {})
-    if previous is None or previous["settings"]["table"] != settings.recorded()["table"]:
+    if previous is None or previous.settings.get("table") != settings.recorded()["table"]:
         out.recompute = names
         out.lists = {n: {"version": version, "stale_rows": 0} for n in names}
         return out
@@ -70,8 +71,8 @@ def plan(previous: dict | None, previous_rows: dict[str, dict], new_index: pa.Ta
                       if p in added_paths) \
             + sum(r["values"].get(field.name, 0) for r in removed.values())
         before = previous_rows.get(field.name)
-        where = previous.get("frequency_lists", {}).get(
-            field.name, {"version": previous["version"], "stale_rows": 0})
+        where = previous.frequency_lists.get(
+            field.name, {"version": previous.version, "stale_rows": 0})
         if before is None or before.get("distinct_count") is None \
                 or settings.exact and before.get("exact_as_of"):
             out.recompute.append(field.name)
@@ -89,7 +90,7 @@ def plan(previous: dict | None, previous_rows: dict[str, dict], new_index: pa.Ta
         else:
             out.lists[field.name] = {"version": where["version"],
                                      "stale_rows": where["stale_rows"] + changed}
-            out.stale[field.name] = before.get("exact_as_of") or previous["version"]
+            out.stale[field.name] = before.get("exact_as_of") or previous.version
             continue
         out.lists[field.name] = {"version": version, "stale_rows": 0}
     return out

@@ -9,18 +9,19 @@ import numpy as np
 import pyarrow as pa
 
 from lakestats.algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
-from lakestats.algorithms.frequencies.choice import ColumnFrequencies, PlannedColumn, distinct_sum, plan
+from lakestats.algorithms.frequencies.choice import (ColumnFrequencies, PlannedColumn, distinct_sum,
+                                                     plan)
 from lakestats.algorithms.frequencies.collect import streams, write
 from lakestats.core.bloom import BloomFilter
 from lakestats.core.settings import Settings
 from lakestats.fleet.fanout import Progress, fan_out, results
 from lakestats.fleet.invokers import Invoker
 from lakestats.fleet.jobs import JobScope
-from lakestats.fleet.protocol import (FREQUENCY_CONFIRM, FREQUENCY_REDUCE, FREQUENCY_SEND, FrequencyResult,
-                            FrequencyTask, StepEvent)
+from lakestats.fleet.protocol import (FREQUENCY_CONFIRM, FREQUENCY_REDUCE, FREQUENCY_SEND,
+                                      FrequencyResult, FrequencyTask, StepEvent)
 from lakestats.metastore import index
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.reader import TableStatistics
+from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 
 BLOOM_ERROR_RATE = 0.01
@@ -117,7 +118,7 @@ def recompute(stats_root: str, invoker: Invoker, settings: Settings, out: Store,
               ) -> dict[str, ColumnFrequencies]:
     """Reduce the published version's partition frequencies again (all columns, or
     `columns`) into `out`/frequencies.parquet, e.g. with another algorithm: no data is read."""
-    stats = TableStatistics(stats_root)
+    stats = StatisticsReader(stats_root)
     partitions = stats.partition_index()
     entries = index.entries(partitions)
     return compute(stats.schema(), stats.statistics().to_pylist(), partitions,

@@ -21,7 +21,7 @@ from lakestats.formats import FormatError, Selection, open_snapshot
 from lakestats.metastore import files
 from lakestats.metastore.layout import RANKS
 from lakestats.metastore.manifest import record_file
-from lakestats.metastore.reader import StatisticsNotFound, TableStatistics
+from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 
 SAMPLES_PER_RANGE = 16
 RANGES_PER_WORKER = 4
@@ -36,7 +36,7 @@ class RanksReport:
 def compute_ranks(stats_root: str, invoker: Invoker, settings: Settings, columns: list[str],
                   progress: Progress | None = None) -> RanksReport:
     """Ranks of `columns` for the published version, added to the version's ranks.parquet."""
-    stats = TableStatistics(stats_root)
+    stats = StatisticsReader(stats_root)
     table_schema = stats.schema()
     unknown = [c for c in columns if c not in table_schema.names]
     if unknown:
@@ -61,28 +61,28 @@ def compute_ranks(stats_root: str, invoker: Invoker, settings: Settings, columns
     with JobScope(settings.redis_url, stats.layout) as scope:
         for k, column in enumerate(columns):
             totals[column] = _sort(scope, run, invoker.workers, paths, readings,
-                                   stats.manifest["table"], k, table_schema.field(column), report)
+                                   stats.manifest.table, k, table_schema.field(column), report)
         _write(stats, scope, columns, totals, table_schema)
     # readers take ranks.parquet once the manifest records it, whole
     record_file(stats.layout, stats.version, RANKS)
     return report
 
 
-def _readings(stats: TableStatistics, partitions: list[dict]) -> dict[str, tuple[str, ...]]:
+def _readings(stats: StatisticsReader, partitions: list[dict]) -> dict[str, tuple[str, ...]]:
     """How each data file is read (formats.rows), from the table format's snapshot that the
     version describes (a plain directory: its listing): ranks count the rows its statistics
     count. Not one file's rows may be off: a file whose deletes lakestats cannot apply (Iceberg
     equality deletes) has no exact ranks, nor a file that no longer reads as the statistics
     read it (rewritten or removed since)."""
-    form, table_uri = stats.manifest.get("format", "parquet"), stats.manifest["table"]
-    inexact = stats.manifest.get("inexact", {})
+    form, table_uri = stats.manifest.format, stats.manifest.table
+    inexact = stats.manifest.inexact
     for p in partitions:
         if p["path"] in inexact:
             raise FormatError(f"{table_uri}: {p['path']}: {inexact[p['path']]}: exact ranks "
                               "and quantiles need every deleted row left out")
     if not partitions:
         return {}
-    snapshot = open_snapshot(table_uri, Selection(form, stats.manifest.get("snapshot")))
+    snapshot = open_snapshot(table_uri, Selection(form, stats.manifest.snapshot))
     files = {f.rel_path: f for f in snapshot.files}
     for p in partitions:
         if p["path"] not in files or files[p["path"]].fingerprint != p["fingerprint"]:
@@ -134,7 +134,7 @@ def _splitters(samples: list[pa.Table], ranges: int) -> pa.Array:
     return pc.unique(picked)   # sorted input: unique keeps the order
 
 
-def _write(stats: TableStatistics, scope: JobScope, columns: list[str],
+def _write(stats: StatisticsReader, scope: JobScope, columns: list[str],
            totals: dict[str, list[int]], table_schema: pa.Schema) -> None:
     """Stream ranks.parquet, columns in table order, range after range (step 7 adds each
     range's offset). Columns ranked before and not now are copied from the old file. Small
