@@ -35,9 +35,12 @@ def local_session(master: str | None = None, workers: int | None = None):
         raise RuntimeError("--invoker spark needs PySpark: "
                            "pip install 'lakestats[spark]'") from None
     import os
+    # workers import lakestats: they run this interpreter (the JVM a new session starts reads
+    # PYSPARK_PYTHON; spark.pyspark.python set here comes too late for local workers)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (SparkSession.builder.master(master or f"local[{workers or os.cpu_count() or 1}]")
                .appName("lakestats").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.pyspark.python", sys.executable)     # workers import lakestats
+               .config("spark.pyspark.python", sys.executable)
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     return session
