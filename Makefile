@@ -61,6 +61,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_latency.py
 	$(BIN)/python benchmarks/bench_freshness.py
 	$(BIN)/python benchmarks/bench_lookups.py
+	$(BIN)/python benchmarks/bench_exits.py
 	$(BIN)/python benchmarks/bench_scale.py
 
 clean:

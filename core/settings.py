@@ -21,7 +21,18 @@ FREQUENCY_ALGORITHMS = ("low-distinct", "low-duplicate", "binned")
 MAX_ATTEMPTS = 3
 TIMEOUT_SECONDS = 900.0             # AWS Lambda's longest run
 REDUCE_WINDOW_SECONDS = 10.0
+# `lakestats watch`'s window: every single-file version waits for it in full, while a burst's
+# files coalesce anyway (a batch takes 10 messages, and a reduction lists every file landed by
+# then): benchmarks/bench_latency.py, 20 files in one version at 0, 0.5 and 2 s
+WATCH_REDUCE_WINDOW_SECONDS = 0.5
 LOCK_WAIT_SECONDS = 900.0           # a compute waits this long for another one of its table
+# A table left inexact by incremental versions is refolded (a compute --exact) once it has been
+# quiet this long: longer than the gaps within a load (files of one job, micro-batches), so the
+# fold is not thrown away by the next file, yet exact again within the quarter hour of a
+# daily or hourly load ending; 0 or less: never. At most EXACT_AFTER_MAX_SECONDS, well inside
+# the 14 days Redis keeps a table's record (fleet.protocol.PENDING_TTL_SECONDS).
+EXACT_AFTER_SECONDS = 900.0
+EXACT_AFTER_MAX_SECONDS = 7 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,8 @@ class Settings:
     reduce_window: float = REDUCE_WINDOW_SECONDS   # changes coalesce this long into one version
     reduce_queue_url: str | None = None  # where delayed reduction requests go (AWS)
     lock_wait: float = LOCK_WAIT_SECONDS  # wait for another compute of the table (0: fail)
+    # a table quiet this long after a version left inexact is refolded exact (<= 0: never)
+    exact_after: float = EXACT_AFTER_SECONDS
     # columns whose values map to the partitions holding them ("auto": the low-distinct ones)
     value_index: tuple[str, ...] = ("auto",)
 
@@ -140,7 +153,9 @@ class Settings:
             tables=tuple(t.strip().rstrip("/") for t in tables if t.strip()),
             reduce_window=number("LAKESTATS_REDUCE_WINDOW_SECONDS", REDUCE_WINDOW_SECONDS, float),
             reduce_queue_url=env.get("LAKESTATS_REDUCE_QUEUE_URL") or None,
-            lock_wait=number("LAKESTATS_LOCK_WAIT_SECONDS", LOCK_WAIT_SECONDS, float))
+            lock_wait=number("LAKESTATS_LOCK_WAIT_SECONDS", LOCK_WAIT_SECONDS, float),
+            exact_after=number("LAKESTATS_EXACT_AFTER_SECONDS", EXACT_AFTER_SECONDS, float,
+                               low=-EXACT_AFTER_MAX_SECONDS, high=EXACT_AFTER_MAX_SECONDS))
 
 
 def names(text: str) -> tuple[str, ...]:

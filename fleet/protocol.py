@@ -17,7 +17,9 @@ Redis keys, all with a TTL:
   lakestats:lock:<stats root>              the publication lock                     LOCK_TTL
   lakestats:computing:<stats root>         the running compute of a table (renewed)  LOCK_TTL
   lakestats:version:<stats root>           the last version number handed out       JOB_TTL
-  lakestats:reduce:<table>                 a table's open reduction window          the window
+  lakestats:pending:<table>                hash: the table's changes no version holds yet,
+                                           its reduction window, whether its version is
+                                           exact (fleet.windows)                     PENDING_TTL
   lakestats:idempotency:change#<hash>      an object event already handled          IDEMPOTENCY_TTL
 
 A job deletes its keys when it ends, failed or not; the TTLs clean up after a coordinator that
@@ -39,6 +41,7 @@ JOB_TTL_SECONDS = 6 * 3600
 LOCK_TTL_SECONDS = 60               # the lock covers a version number and a pointer swap
 IDEMPOTENCY_TTL_SECONDS = 24 * 3600
 IDEMPOTENCY_PREFIX = "lakestats:idempotency:change"
+PENDING_TTL_SECONDS = 14 * 24 * 3600   # as long as SQS keeps a message; renewed at each write
 
 
 class InvocationError(ServiceUnavailable):
@@ -93,8 +96,8 @@ def version_counter(stats_root: str) -> str:
     return f"lakestats:version:{stats_root}"
 
 
-def reduce_window(table: str) -> str:
-    return f"lakestats:reduce:{table}"
+def pending_changes(table: str) -> str:
+    return f"lakestats:pending:{table}"
 
 
 def channel(algorithm: str, column: int | str, name: str) -> str:

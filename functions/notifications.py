@@ -1,8 +1,13 @@
 """S3 object notifications, decoded: which objects of which watched tables changed.
 
-Notifications arrive at least once, out of order and duplicated (a multipart upload notifies
-ObjectCreated twice for one key), with form-encoded keys: an event is only a hint that a key
-changed, and the handler looks at the object as it is now.
+They come through EventBridge (template.yaml's rule, and the local stack's), whose pattern
+(metastore.layout.object_events_pattern) drops the events of statistics files, so that lakestats' own writes wake
+nothing: one message per data file written. S3's own notification format (QueueConfigurations)
+is read too. Notifications arrive at least once, out of order and duplicated (S3's own notify
+a multipart upload twice). Keys come URL-encoded in both (localstack's EventBridge events as
+AWS's; moto's server sends them as they are, so a key with `+` or `%` reads wrong there). An
+event is only a hint that a key changed: the handler looks at the object as it is now, and a
+reduction lists the table.
 """
 from __future__ import annotations
 
@@ -27,6 +32,10 @@ class Change:
         return f"s3://{self.bucket}/{self.key}"
 
 
+# EventBridge's detail types of object events: created?
+DETAIL_TYPES = {"Object Created": True, "Object Deleted": False}
+
+
 class BadEvent(LakestatsError, ValueError):
     """A message that is not a well-formed S3 notification; the message says what is wrong."""
 
@@ -36,6 +45,8 @@ def changes(notification: dict) -> list[Change]:
     other messages hold none; a record without a bucket name or key raises BadEvent."""
     if not isinstance(notification, dict):
         raise BadEvent(f"not a JSON object: {type(notification).__name__}")
+    if notification.get("source") == "aws.s3":
+        return _eventbridge_changes(notification)
     out = []
     for record in notification.get("Records") or []:
         name = record.get("eventName", "") if isinstance(record, dict) else ""
@@ -52,6 +63,25 @@ def changes(notification: dict) -> list[Change]:
         out.append(Change(bucket, unquote_plus(key), name.startswith("ObjectCreated"),
                           obj.get("eTag"), obj.get("sequencer")))
     return out
+
+
+def _eventbridge_changes(event: dict) -> list[Change]:
+    """The one object change of an EventBridge S3 event."""
+    kind = event.get("detail-type")
+    if kind not in DETAIL_TYPES:
+        return []
+    try:
+        bucket, obj = event["detail"]["bucket"]["name"], event["detail"]["object"]
+        key = obj["key"]
+    except (KeyError, TypeError):
+        raise BadEvent(f"{kind} event without detail.bucket.name and detail.object.key") from None
+    if not (isinstance(bucket, str) and bucket and isinstance(key, str) and key):
+        raise BadEvent(f"{kind} event with an empty or non-text bucket name or key")
+    # a removal is told apart from another of the same key by its sequencer, with the event's
+    # time: a stand-in (moto) may send one sequencer for every event
+    sequencer = f"{obj.get('sequencer')}@{event.get('time')}"
+    return [Change(bucket, unquote_plus(key), DETAIL_TYPES[kind],
+                   obj.get("etag") or obj.get("eTag"), sequencer)]
 
 
 def table_of(uri: str, tables: tuple[str, ...]) -> tuple[str, str] | None:

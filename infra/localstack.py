@@ -1,4 +1,5 @@
-"""localstack's S3 and SQS on a free loopback port, started and stopped by the tests.
+"""localstack's S3 and SQS on a free loopback port, started and stopped by the tests, and by
+`lakestats local up --localstack` (`detached`: left running until `lakestats local down`).
 
 moto's server (infra/local_stack.py) serves most tests; the serverless flow is also checked
 against localstack, a second implementation of S3 object events to SQS. It runs in host mode,
@@ -20,16 +21,39 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from lakestats.core.errors import ServiceUnavailable
 from lakestats.infra.local_stack import free_port, wait_for
 
 VENV = Path(__file__).resolve().parent.parent / ".localstack-venv"
-SERVICES = ("s3", "sqs")
+SERVICES = ("s3", "sqs", "events")
 
 
 def localstack_python(venv: Path = VENV) -> Path | None:
     """The venv's python, None if the venv is not there."""
     python = venv / "bin" / "python"
     return python if python.exists() else None
+
+
+class LocalstackMissing(ServiceUnavailable):
+    """localstack's venv is not installed."""
+
+
+def installed() -> Path:
+    """The venv's python; LocalstackMissing, saying how to install it, if it is not there."""
+    python = localstack_python(VENV)
+    if python is None:
+        raise LocalstackMissing(f"{VENV} is missing: run `make .localstack-venv/.installed` in "
+                                f"{VENV.parent} to install localstack there (make test does too)")
+    return python
+
+
+def detached(python: Path) -> dict:
+    """localstack for `lakestats local up --localstack`, left running when this process ends:
+    once it serves, its endpoint and what `local down` stops (its process group, with its
+    children) and removes (its folder, its log inside)."""
+    stack = Localstack(python).start()
+    return {"AWS_ENDPOINT_URL": stack.endpoint, "groups": [stack.process.pid],
+            "dirs": [str(stack.dir)]}
 
 
 class Localstack:

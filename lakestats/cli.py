@@ -20,7 +20,7 @@ from lakestats.monostore.report import ComputeFailed
 EXIT_FAILED = 1
 # commands that only read statistics: their process is set up for it (lakestats.lookup_process)
 LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "prune-query",
-           "quantiles", "rank", "where"}
+           "quantiles", "rank", "where", "status"}
 
 
 def _open(args) -> api.TableStatistics:
@@ -77,6 +77,15 @@ def cmd_partitions(args) -> int:
         _print_json(result)
     else:
         render.partitions(result["partitions"], result["missing"])
+    return 0
+
+
+def cmd_status(args) -> int:
+    result = _open(args).status(time_zone=args.time_zone)
+    if args.json:
+        _print_json(result)
+    else:
+        render.status(result)
     return 0
 
 
@@ -246,11 +255,8 @@ def cmd_watch(args) -> int:
         settings = dataclasses.replace(settings, redis_url=url)
         render.err.print(f"watching {args.queue} for {','.join(settings.tables)} (Ctrl-C stops)")
         try:
-            watch(args.queue, settings, visibility_seconds=args.visibility,
-                  on_reduced=lambda r: render.out.print(
-                      f"{r['table']}: {render.outcome(r['version'], r['published'])}, "
-                      f"{r['row_count']:,} rows, "
-                      f"computed {r['computed']}, reused {r['reused']}, removed {r['removed']}"))
+            # its lines (a version's, a batch's) go to stdout: text on a terminal, else JSON
+            watch(args.queue, settings, visibility_seconds=args.visibility)
         except KeyboardInterrupt:
             return 0
     return 0
@@ -258,10 +264,21 @@ def cmd_watch(args) -> int:
 
 def cmd_local(args) -> int:
     from lakestats.infra import local_stack
-    if args.action == "up":
-        print(local_stack.exports(local_stack.up(bucket=args.bucket)))
-    else:
+    if args.action == "down":
+        if args.bucket or args.table or args.localstack:
+            raise UsageError("--bucket, --table and --localstack go with local up")
         print(f"stopped {local_stack.down()} processes")
+        return 0
+    if args.table and not args.bucket:
+        raise UsageError("--table names a table in --bucket: give --bucket too")
+    s3_server = None
+    if args.localstack:
+        from lakestats.infra import localstack
+        python = localstack.installed()              # before anything starts
+        s3_server = lambda: localstack.detached(python)     # noqa: E731
+        render.err.print("starting localstack (about 15 s)")
+    print(local_stack.exports(local_stack.up(bucket=args.bucket, s3_server=s3_server,
+                                             table=args.table or local_stack.TABLE)))
     return 0
 
 
@@ -275,6 +292,32 @@ COMMANDS = {name[4:].replace("_", "-"): f for name, f in list(globals().items())
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The `lakestats` command's exit status. In the command line's own process (no `argv`:
+    the console script, python -m) SIGTERM stops a command as Ctrl-C does, and the process
+    ends in end_process, with that status, whatever Arrow's threads still do."""
+    if argv is not None:
+        return _command(argv)
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        code = _command(None)
+    except KeyboardInterrupt:                   # before the command started
+        print("lakestats: interrupted", file=sys.stderr)
+        code = 130
+    from lakestats.metastore.s3 import end_process
+    for stop in (signal.SIGTERM, signal.SIGINT):      # what is left is the process's end
+        signal.signal(stop, signal.SIG_IGN)
+    end_process(code)
+
+
+def _terminated(signum, frame) -> None:
+    """SIGTERM, as Ctrl-C: KeyboardInterrupt in the main thread, so that the embedded Redis,
+    the worker processes and the temporary folders go as they do on Ctrl-C. Once: a second
+    SIGTERM does not interrupt that cleanup."""
+    signal.signal(signal.SIGTERM, lambda *_: None)
+    raise KeyboardInterrupt
+
+
+def _command(argv: list[str] | None) -> int:
     args = arguments.parser().parse_args(argv)
     if argv is None and args.command in LOOKUPS:      # the command line's own process only
         lookup_process.prepare()

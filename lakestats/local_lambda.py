@@ -2,7 +2,11 @@
 Lambda context, and the worker entry point of watch's processes, which runs an SQS batch
 through the partition handler as a concurrent Lambda invocation would, and hands any other
 event (a reduction's steps) to functions.worker. The batch is no step of fleet.protocol's
-STEPS: the Lambda package neither holds nor runs it."""
+STEPS: the Lambda package neither holds nor runs it.
+
+`checkpoint` runs the test hooks of functions.worker ($LAKESTATS_WORKER_HOOKS: infra.faults'
+plans) at a named moment outside any step, in this process: a watcher's, a batch's or a
+reduction's ("watch.received", "batch.record", "reduce.publish", ...)."""
 from __future__ import annotations
 
 import time
@@ -12,7 +16,7 @@ from typing import Callable
 from lakestats.core.settings import Settings
 from lakestats.fleet.protocol import from_json, to_json
 from lakestats.functions import worker
-from lakestats.functions.lambda_handlers import partition_batch
+from lakestats.functions.lambda_handlers import Touched, partition_batch
 
 SQS_BATCH = "lakestats.local_lambda.sqs_batch"      # a batch's StepEvent names it as its step
 ENTRY = "lakestats.local_lambda.run"                  # watch's worker entry point
@@ -29,7 +33,20 @@ class BatchTask:
 @dataclass(frozen=True)
 class BatchResult:
     response: dict                  # the handler's partial batch response
-    reductions: list[str]           # tables whose reduction window this batch opened
+    touched: list[Touched]          # the tables it changed, recorded as pending
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A named moment, as a hook sees a step: it fires as before a step of that name."""
+    name: str
+
+
+def checkpoint(name: str) -> None:
+    for hook in worker.HOOKS:
+        moment = hook(Moment(name))
+        next(moment, None)
+        moment.close()
 
 
 @dataclass
@@ -56,9 +73,10 @@ class LocalContext:
 
 def sqs_batch(task: BatchTask) -> BatchResult:
     """Reductions are left to the caller: `watch` runs them when their windows close."""
-    response, opened = partition_batch(task.sqs_event, LocalContext(seconds=task.seconds),
-                                       Settings.from_json(task.settings))
-    return BatchResult(response, opened)
+    response, touched = partition_batch(task.sqs_event, LocalContext(seconds=task.seconds),
+                                        Settings.from_json(task.settings),
+                                        checkpoint=checkpoint)
+    return BatchResult(response, touched)
 
 
 def run(event: dict) -> dict:

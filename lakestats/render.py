@@ -222,3 +222,67 @@ def manifests(result: dict) -> None:
                   f"{c['total_nan_value_count']:,}", _short(c.get("lower_bound")),
                   _short(c.get("upper_bound")))
     out.print(t)
+
+
+def duration(seconds: float) -> str:
+    """12 s, 4 min 5 s, 3 h 20 min, 2 d 3 h: two units at most."""
+    left = round(seconds)
+    for name, size, minor_name, minor_size in (("d", 86_400, "h", 3_600),
+                                               ("h", 3_600, "min", 60), ("min", 60, "s", 1)):
+        if left >= size:
+            major, minor = divmod(left, size)
+            minor //= minor_size
+            return f"{major} {name}" + (f" {minor} {minor_name}" if minor else "")
+    return f"{left} s"
+
+
+def status(s: dict, shown: int = 20) -> None:
+    """`lakestats status`: the version, the pending changes (the first `shown`), the lag and
+    what is inexact."""
+    lag = s["lag"]
+    if s["version"] is None:
+        out.print(f"[bold]{s['table']}[/]: no statistics published yet (lakestats compute "
+                  "publishes the first version)", highlight=False)
+    else:
+        snapshot = f" (snapshot {s['snapshot']})" if s["snapshot"] else ""
+        age = f" ({duration(lag['version_age_seconds'])} ago)" \
+            if lag["version_age_seconds"] is not None else ""
+        out.print(f"[bold]{s['table']}[/]: version {s['version']}{snapshot}, published "
+                  f"{s['created']}{age}: {s['row_count']:,} rows, {s['partitions']:,} "
+                  "partitions", highlight=False)
+    for path, reason in s["missing"].items():
+        out.print(f"[red]missing[/] {path}: {reason}", highlight=False)
+    if s["current_snapshot"] and s["current_snapshot"] != s["snapshot"]:
+        out.print(f"the table's current snapshot: {s['current_snapshot']}", highlight=False)
+    counts = s["pending_count"]
+    if s["current"]:
+        out.print("pending: nothing (the version describes every file as it is now)")
+    else:
+        waited = "" if lag["pending_seconds"] is None else \
+            f"; the oldest, {lag['oldest_pending']}, has waited {duration(lag['pending_seconds'])}"
+        out.print(f"pending: {counts['added']:,} added, {counts['changed']:,} changed, "
+                  f"{counts['removed']:,} removed{waited}", highlight=False)
+        for item in s["pending"][:shown]:
+            out.print(f"  {item['change']:<8} {item['path']}  {item['modified'] or ''}".rstrip(),
+                      highlight=False)
+        if len(s["pending"]) > shown:
+            out.print(f"  … and {len(s['pending']) - shown:,} more (--json lists every one)")
+    if s["version"] is None:
+        return
+    if s["exact"]:
+        out.print("inexact: nothing (every statistic describes the version exactly)")
+        return
+    out.print("inexact:")
+    inexact = s["inexact"]
+    for path, why in inexact["files"].items():
+        out.print(f"  {path}: {why}", highlight=False)
+    for c in inexact["frequencies"]:
+        rows = "" if c["stale_rows"] is None else f", {c['stale_rows']:,} rows changed since"
+        out.print(f"  {c['column']}: frequencies and distinct count exact as of "
+                  f"{c['exact_as_of']}{rows} (until a compaction or compute --exact)",
+                  highlight=False)
+    if inexact["sketches"]["stale"]:
+        since = inexact["sketches"]["exact_as_of"]
+        out.print("  sketches (KLL quantiles, KMV estimates) hold removed files' values"
+                  + (f", exact as of {since}" if since else "") + " (until compute --exact)",
+                  highlight=False)

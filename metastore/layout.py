@@ -28,6 +28,17 @@ STATS_DIR = "_lakestats"       # hidden from the table's data files by its leadi
 # in a Hudi table: hudi-rs takes files below the root for base files (a non-partitioned
 # table's, or a partition's when it walks the partition directories) and fails on ours
 HUDI_STATS_DIR = ".hoodie/lakestats"
+# the object keys of statistics, wherever a table is in its bucket (EventBridge wildcards)
+STATISTICS_KEYS = tuple(f"{anywhere}{folder}/*" for folder in (STATS_DIR, HUDI_STATS_DIR)
+                        for anywhere in ("", "*/"))
+
+
+def object_events_pattern(bucket: str) -> dict:
+    """The EventBridge pattern of the bucket's object events that may concern data files:
+    created or deleted objects, statistics left out (lakestats' own writes wake nothing)."""
+    return {"source": ["aws.s3"], "detail-type": ["Object Created", "Object Deleted"],
+            "detail": {"bucket": {"name": [bucket]}, "object": {
+                "key": [{"anything-but": {"wildcard": list(STATISTICS_KEYS)}}]}}}
 
 
 class Layout:

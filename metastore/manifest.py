@@ -92,6 +92,13 @@ class Manifest:
         return cls(**{**known, "manifest_version": found},
                    unknown_keys={k: v for k, v in data.items() if k not in keys})
 
+    @property
+    def stale(self) -> bool:
+        """Whether `compute --exact` would refold anything: a frequency list carried stale
+        (rows changed since it was exact), or sketches holding removed partitions' values."""
+        return self.sketches_stale or any(v.get("stale_rows") for v in
+                                          self.frequency_lists.values())
+
     def as_json(self) -> dict:
         known = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "unknown_keys"}
         return {**self.unknown_keys, **known}

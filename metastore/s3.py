@@ -1,12 +1,18 @@
 """S3 requests as lakestats makes them: retried when transient, botocore's errors as Arrow's,
-ranged reads through one file-like object, uploads that abort on failure, and the clients
-(boto3's and Arrow's) pointed where the AWS SDK points."""
+ranged reads through one file-like object, uploads that abort on failure, the clients
+(boto3's and Arrow's) pointed where the AWS SDK points, and how a process that used them
+ends."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
+import gc
 import io
+import os
+import sys
 import time
+from typing import NoReturn
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -191,6 +197,45 @@ def _s3_filesystem(region: str, endpoint_url: str) -> pafs.S3FileSystem:
     if not (endpoint.hostname or "").endswith(".amazonaws.com"):
         kwargs.update(endpoint_override=endpoint.netloc, scheme=endpoint.scheme or "https")
     return pafs.S3FileSystem(**kwargs)
+
+
+# at any interpreter exit, our filesystems are dropped before pyarrow's own exit handler (an
+# earlier registration: it runs later) finalizes Arrow's S3, as its maintainers advise
+atexit.register(_s3_filesystem.cache_clear)
+
+
+def finalize_s3() -> None:
+    """Arrow's S3 shut down for good in this process: our filesystems dropped (and any reader
+    left in a reference cycle that holds one), then the AWS SDK finalized
+    (pyarrow.fs.ensure_s3_finalized). From then on every S3 call through Arrow fails: for
+    the end of a process only."""
+    _s3_filesystem.cache_clear()
+    gc.collect()
+    pafs.ensure_s3_finalized()
+
+
+def end_process(code: int) -> NoReturn:
+    """End this process, its work done (the command line's own process, a worker process):
+    output flushed, Arrow's S3 finalized and the exit handlers run while the interpreter is
+    whole, then os._exit, without the interpreter's teardown.
+
+    In that teardown, a thread of Arrow's pools may still be dropping the last reference to a
+    buffer Python owns (the bytes S3Object reads are handed to Parquet's decoding tasks
+    uncopied) and ask for the GIL: CPython ends such a thread on the spot, inside a C++
+    destructor, and std::terminate aborts the process ("terminate called without an active
+    exception", exit 134) after complete output. Finalizing S3 does not wait for them."""
+    _flush()
+    with contextlib.suppress(Exception):
+        finalize_s3()
+    atexit._run_exitfuncs()      # what the interpreter runs at exit (logging, multiprocessing)
+    _flush()
+    os._exit(code)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):     # a closed pipe, a stream that is no file
+            stream.flush()
 
 
 @functools.lru_cache(maxsize=None)

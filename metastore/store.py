@@ -7,6 +7,7 @@ the same place, so the same code talks to AWS, moto's server or localstack.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import os
 import uuid
@@ -37,6 +38,9 @@ class DataFile:
     partition: tuple[tuple[str, str | None], ...] | None = field(default=None, compare=False)
     # how a table format's file is read (formats.rows): () for the file as it is
     reading: tuple[str, ...] = field(default=(), compare=False)
+    # when it was last written, ns since the epoch (a local file's mtime, an S3 object's
+    # LastModified); None where the listing does not say (a table format's snapshot)
+    modified_ns: int | None = field(default=None, compare=False)
 
     @cached_property
     def fingerprint(self) -> str:
@@ -50,6 +54,14 @@ class DataFile:
             return dict(self.partition)
         parts = self.rel_path.split("/")[:-1]
         return {k: unquote(v) for k, _, v in (p.partition("=") for p in parts if "=" in p)}
+
+
+def _ns(stamp) -> int | None:
+    """An S3 answer's LastModified (a datetime) in ns since the epoch."""
+    if stamp is None:
+        return None
+    epoch = dt.datetime(1970, 1, 1, tzinfo=stamp.tzinfo or dt.timezone.utc)
+    return (stamp - epoch) // dt.timedelta(microseconds=1) * 1000
 
 
 def is_hidden(rel_path: str) -> bool:
@@ -98,7 +110,7 @@ class Store:
                 infos += self.fs.get_file_info(pafs.FileSelector(top.path, recursive=True))
             else:
                 infos.append(top)
-        return [DataFile(i.path[start:], i.size, str(i.mtime_ns))
+        return [DataFile(i.path[start:], i.size, str(i.mtime_ns), modified_ns=i.mtime_ns)
                 for i in infos if i.type == pafs.FileType.File]
 
     def _list_s3(self) -> list[DataFile]:
@@ -121,7 +133,8 @@ class Store:
                     continue
                 if not obj["Key"].endswith("/"):
                     out.append(DataFile(obj["Key"][len(prefix):], obj["Size"],
-                                        obj["ETag"].strip('"')))
+                                        obj["ETag"].strip('"'),
+                                        modified_ns=_ns(obj.get("LastModified"))))
         return out
 
     def list_dirs(self) -> list[str]:
@@ -150,11 +163,12 @@ class Store:
                 raise StoreError(f"{self.uri_of(rel_path)}: {e}") from e
             if head is None:
                 return None
-            return DataFile(rel_path, head["ContentLength"], head["ETag"].strip('"'))
+            return DataFile(rel_path, head["ContentLength"], head["ETag"].strip('"'),
+                            modified_ns=_ns(head.get("LastModified")))
         info = self.fs.get_file_info(self.path(rel_path))
         if info.type != pafs.FileType.File:
             return None
-        return DataFile(rel_path, info.size, str(info.mtime_ns))
+        return DataFile(rel_path, info.size, str(info.mtime_ns), modified_ns=info.mtime_ns)
 
     def size(self, *parts: str) -> int | None:
         """A file's size (None if there is no such file): one HEAD on S3 (Arrow's adds a

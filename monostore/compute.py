@@ -30,7 +30,6 @@ from lakestats.core import udf
 from lakestats.core.settings import Settings
 from lakestats.fleet.fanout import Progress
 from lakestats.fleet.invokers import Invoker
-from lakestats.fleet.windows import reduction_started
 from lakestats.formats import Selection, Snapshot, manifest_statistics, open_snapshot
 from lakestats.metastore import files, histograms, index, membership
 from lakestats.metastore.layout import HISTOGRAMS, STATISTICS, Layout
@@ -91,31 +90,35 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
             stats_root: str | None = None, progress: Progress | None = None,
             notice: Callable[[str], None] | None = None,
             deadline: float | None = None, selection: Selection = Selection(),
-            create: bool = False) -> Report:
+            create: bool = False, checkpoint: Callable[[str], None] | None = None) -> Report:
     """A new version of the statistics of the table's `selection` (its format and snapshot;
     by default the current snapshot of the format found), computing only what changed. Needs
     settings.redis_url. Holds the table's compute lock (`notice` hears why it waits, and that
     the table holds no data file); gives up before the table-level work, or before
     publication, once past `deadline` (time.monotonic). A path with nothing there raises
-    NoSuchTable before anything is written, unless `create`."""
+    NoSuchTable before anything is written, unless `create`. `checkpoint` hears its moments:
+    "listing" (the lock held, before the table is listed), "table-level", "publish" (the
+    version written, before the LATEST swap) and "published"."""
     started = time.monotonic()
     exists = table_exists(table_uri, create, selection)
     udf.load(settings.partition.statistics)      # a plugin that does not load fails here
     layout = Layout.of_table(table_uri, stats_root)
+    at = checkpoint or (lambda moment: None)
     with publish.computing(layout, settings.redis_url, settings.lock_wait, notice,
                            deadline) as lease:
+        at("listing")
         snapshot = open_snapshot(table_uri, selection) if exists else \
             Snapshot("parquet", None, [])
         if not snapshot.files and notice:
             notice(f"warning: {table_uri} holds no data file: its statistics describe an "
                    "empty table")
         return _compute(table_uri, layout, invoker, settings, progress, lease, started,
-                        snapshot)
+                        snapshot, at)
 
 
 def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Settings,
              progress: Progress | None, lease: publish.Lease, started: float,
-             snapshot: Snapshot) -> Report:
+             snapshot: Snapshot, at: Callable[[str], None]) -> Report:
     report = Report(table_uri, snapshot=snapshot.describe())
     data_files = {f.rel_path: f for f in snapshot.files}
     manifest = read_manifest(layout)
@@ -131,13 +134,15 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
     todo = [f for f, ok in itertools.zip_longest(changed, kept) if not ok]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(published) - set(data_files))
-    stale = previous and (previous.manifest.sketches_stale or any(
-        v["stale_rows"] for v in previous.manifest.frequency_lists.values()))
+    report.added = len(set(data_files) - set(published))
+    report.changed = sum(published.get(p, f.fingerprint) != f.fingerprint
+                         for p, f in data_files.items())
+    stale = previous and previous.manifest.stale
     if previous and published == {p: f.fingerprint for p, f in data_files.items()} \
             and not previous.manifest.missing and not (settings.exact and stale) \
             and previous.manifest.settings == settings.recorded():
         report.version = previous.manifest.version
-        report.row_count = previous.manifest.row_count
+        report.row_count, report.exact = previous.manifest.row_count, not stale
         report.seconds = time.monotonic() - started
         if snapshot.id not in (None, previous.manifest.snapshot):
             _describe_snapshot(layout, snapshot, report.version)   # same files, new snapshot
@@ -151,13 +156,14 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
         raise ComputeFailed(report, f"{len(report.failed)} of {len(data_files)} files failed "
                                     f"(first: {first}); no table version published "
                                     "(--allow-partial publishes the others)")
+    at("table-level")
     lease.check("the table-level statistics")
     good = {p: f for p, f in data_files.items() if p not in report.failed}
     while True:
         report.statistic_failures, report.frequencies = [], {}
         try:
             _table_version(layout, good, previous, report, settings, invoker, progress, lease,
-                           snapshot.columns)
+                           snapshot.columns, at)
             break
         except (OSError, pa.ArrowException) as e:   # what the version wrote is gone
             if previous is None:
@@ -192,15 +198,6 @@ def _intact(layout: Layout, data_file: DataFile) -> bool:
     if reason is not None:
         directory.delete_dir()
     return reason is None
-
-
-def reduce_table(table_uri: str, invoker: Invoker, settings: Settings,
-                 deadline: float | None = None) -> Report:
-    """A reduction that an event's window asked for: changes arriving from now on open the
-    next window, as this compute may not see them."""
-    reduction_started(settings.redis_url, table_uri)
-    # a configured table emptied by the events (its prefix gone) gets its empty version
-    return compute(table_uri, invoker, settings, deadline=deadline, create=True)
 
 
 def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table,
@@ -315,7 +312,7 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
 def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
                    report: Report, settings: Settings, invoker: Invoker,
                    progress: Progress | None, lease: publish.Lease,
-                   columns: tuple[str, ...] | None) -> None:
+                   columns: tuple[str, ...] | None, at: Callable[[str], None]) -> None:
     kept = previous.entries if previous else {}
     added = [f for p, f in sorted(good.items()) if kept.get(p, {}).get("fingerprint")
              != f.fingerprint]
@@ -351,12 +348,13 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         index.write(out, new_index)
         histograms.write(out, table_stats.histograms)
         out.write_parquet(statistics, STATISTICS, row_group_size=files.STATISTICS_ROW_GROUP)
-        write_manifest(layout, Manifest(       # which records every file's size itself
+        written = write_manifest(layout, Manifest(   # which records every file's size itself
             version=version, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             table=report.table, row_count=table_stats.row_count,
             partition_count=new_index.num_rows, schema=files.encode_schema(table_stats.schema),
             missing=dict(report.failed), settings=settings.recorded(), **report.snapshot,
             frequency_lists=lists, sketches_stale=sketches_stale, value_index=indexed))
+        at("publish")
         published, other = publish.swap(layout, settings.redis_url, version, lease)
     except BaseException:
         out.delete_dir()                         # never published: nothing refers to it
@@ -367,7 +365,9 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         out.delete_dir()
         report.version = other
         return
+    at("published")
     report.version, report.published, report.row_count = version, True, table_stats.row_count
+    report.exact = not written.stale
     # partition statistics of files since changed or removed are no longer referenced
     for path in removed:
         layout.partition(path, kept[path]["fingerprint"]).delete_dir()

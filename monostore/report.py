@@ -15,6 +15,9 @@ class Report:
     computed: int = 0
     reused: int = 0
     removed: int = 0
+    # files the version adds and changes, to the one it was built from (`removed` too)
+    added: int = 0
+    changed: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     retries: int = 0
     frequencies: dict[str, dict] = field(default_factory=dict)   # column -> algorithm, bytes
@@ -23,15 +26,19 @@ class Report:
     seconds: float = 0.0
     snapshot: dict = field(default_factory=dict)   # formats.Snapshot.describe()
     ranks: dict[str, dict] | None = None   # column -> its ranks (RanksReport), when asked
+    # whether the version holds nothing --exact would refold (no stale frequency list, no
+    # stale sketch); None: not known (no version, or a newer one won the swap)
+    exact: bool | None = None
 
     def as_json(self) -> dict:
         return {"table": self.table, "version": self.version, "published": self.published,
                 "row_count": self.row_count, "computed": self.computed, "reused": self.reused,
-                "removed": self.removed, "failed": len(self.failed),
+                "removed": self.removed, "added": self.added, "changed": self.changed,
+                "failed": len(self.failed),
                 "failures": self.failed, "retries": self.retries,
                 "frequencies": self.frequencies,
                 "statistic_failures": self.statistic_failures, **self.snapshot,
-                "seconds": round(self.seconds, 3),
+                "seconds": round(self.seconds, 3), "exact": self.exact,
                 **({"ranks": self.ranks} if self.ranks is not None else {})}
 
 

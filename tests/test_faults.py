@@ -22,6 +22,7 @@ from lakestats.core.settings import FrequencySettings, Settings
 from lakestats.fleet.invokers.local import LocalInvoker
 from lakestats.fleet.protocol import JobLost, StepFailed
 from lakestats.functions.lambda_handlers import partition_batch
+from lakestats.functions.notifications import changes
 from lakestats.infra.faults import FaultPlan, S3FaultProxy, S3Faults
 from lakestats.infra.local_stack import wire_bucket
 from lakestats.infra.redis_server import EmbeddedRedis
@@ -30,8 +31,9 @@ from lakestats.watch import lambda_event
 from lakestats.metastore.layout import RANKS, Layout
 from lakestats.metastore.manifest import latest_version
 from lakestats.metastore.store import Store, s3_client
-from lakestats.monostore.compute import compute, reduce_table
+from lakestats.monostore.compute import compute
 from lakestats.monostore.publish import OutOfTime
+from lakestats.monostore.reductions import reduce_table
 from tests.tables import mixed, published_files, write
 
 pytestmark = pytest.mark.slow
@@ -230,7 +232,7 @@ def receive(queue: str, visibility: int, n: int = 3) -> list[dict]:
         for m in sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1,
                                      VisibilityTimeout=visibility,
                                      AttributeNames=["All"]).get("Messages", []):
-            if "Records" in json.loads(m["Body"]):
+            if changes(json.loads(m["Body"])):
                 out[m["MessageId"]] = m
             else:
                 sqs.delete_message(QueueUrl=queue, ReceiptHandle=m["ReceiptHandle"])

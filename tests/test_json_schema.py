@@ -97,6 +97,9 @@ def outputs(tmp_path_factory) -> list[tuple[str, list[str], object]]:
         run("show", lake)
         for table in (t, u, lake):
             run("partitions", table)
+            run("status", table)           # u: a missing file; lake: a table format's
+        write(work / "fresh" / "f.parquet", adversarial(1))
+        run("status", work / "fresh")      # no statistics yet: every file pending
         columns = {c["column"]: c for c in shown["columns"]}
         for name, c in columns.items():
             if c["histogram_exponent"] is not None:

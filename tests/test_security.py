@@ -110,8 +110,9 @@ def test_events_are_validated_and_foreign_keys_refused_and_logged(s3_endpoint, g
                          "arn:aws:sqs:us-east-1:000000000000:events", "us-east-1")
     settings = Settings(redis_url=guarded_redis.url, tables=(f"s3://{bucket}/t",))
     with caplog.at_level("INFO"):
-        response, opened = partition_batch(event, LocalContext(), settings)
-    assert response["batchItemFailures"] == [] and opened == [f"s3://{bucket}/t"]
+        response, touched = partition_batch(event, LocalContext(), settings)
+    assert response["batchItemFailures"] == [] and [t.table for t in touched] == [
+        f"s3://{bucket}/t"]
     refused = {r.uri for r in caplog.records if r.getMessage().startswith("refused: not a data")}
     assert refused == {f"s3://{bucket}/elsewhere/x.parquet",
                        f"s3://{bucket}/t/../elsewhere/x.parquet"}        # not the statistics

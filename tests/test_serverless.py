@@ -84,13 +84,14 @@ def assert_equals_clean_compute(table: str, run) -> None:
         assert len(got[name]) == len(want[name]), name
 
 
-def watching(queue: str, settings: Settings):
+def watching(queue: str, settings: Settings, log=None, visibility: int = 10):
+    """A watcher in a thread of this process: (its stop event, the thread, its reports)."""
     from lakestats.watch import watch
     stop = threading.Event()
     reports = []
     thread = threading.Thread(target=watch, args=(queue, settings), kwargs=dict(
-        wait_seconds=1, visibility_seconds=10, stop=stop.is_set, on_reduced=reports.append),
-        daemon=True)
+        wait_seconds=1, visibility_seconds=visibility, stop=stop.is_set,
+        on_reduced=reports.append, log=log), daemon=True)
     thread.start()
     return stop, thread, reports
 

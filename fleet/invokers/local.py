@@ -6,6 +6,11 @@ shared queue. Stopping a call (`cancel`) kills the process running it: only that
 and a fresh process takes the worker's next call. A worker that dies fails only the call it
 held. A process pool would not do: one dead worker breaks a ProcessPoolExecutor for every
 call in flight.
+
+Interrupted (Ctrl-C, or SIGTERM, which the command line turns into it) inside `with
+LocalInvoker()`, the coordinator withdraws the calls waiting and kills the running ones. A
+worker that a terminal's Ctrl-C reaches too, or whose coordinator is gone (even killed
+outright), ends at once and quietly: no traceback, no BrokenPipeError.
 """
 from __future__ import annotations
 
@@ -17,12 +22,25 @@ import time
 
 from lakestats.fleet.invokers.base import Invocation, Invoker
 from lakestats.fleet.protocol import WORKER_ENTRY, WORKER_WARM, InvocationError, resolve
+from lakestats.metastore.s3 import end_process
 
 _SPAWN = multiprocessing.get_context("spawn")   # forking a process with threads can hang
 
 
 def _serve(conn, entry: str, warm: str | None) -> None:
     """A worker process: one event in, one (status, payload) out, until the pipe closes."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_end_with, args=(parent,), daemon=True,
+                         name="lakestats-coordinator-watch").start()
+    try:
+        _calls(conn, entry, warm)
+    except KeyboardInterrupt:       # a terminal's Ctrl-C reaches the whole process group
+        pass
+    end_process(0)      # no interpreter teardown (see end_process): no abort at exit
+
+
+def _calls(conn, entry: str, warm: str | None) -> None:
     import pyarrow as pa
     pa.set_cpu_count(1)      # one process stands for one function: one core, no oversubscription
     run = resolve(entry)
@@ -34,13 +52,23 @@ def _serve(conn, entry: str, warm: str | None) -> None:
     while True:
         try:
             event = conn.recv()
-        except (EOFError, KeyboardInterrupt):
-            return
+        except (EOFError, OSError):
+            break
         try:
             reply = ("ok", run(event))
         except Exception as e:  # noqa: BLE001 - the step's failure goes back to the caller
             reply = ("error", f"{type(e).__name__}: {e}")
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except OSError:             # BrokenPipeError: the coordinator is gone
+            break
+
+
+def _end_with(parent) -> None:
+    """The worker ends when its coordinator's process does, however it ended (the sentinel
+    of multiprocessing's parent process reads end-of-file then)."""
+    parent.join()
+    os._exit(1)
 
 
 class _Worker:
@@ -53,15 +81,21 @@ class _Worker:
         self.current: Invocation | None = None
         self.stopped = False
         self.used = False
+        self.aborted = False            # interrupted: no process starts any more
 
     def start(self) -> None:
         """A process, if none is alive: it imports the steps while the coordinator plans."""
+        if self.aborted:
+            raise InvocationError("stopped: interrupted")
         if self.process is None or not self.process.is_alive():
             self.conn, child = _SPAWN.Pipe()
-            self.process = _SPAWN.Process(target=_serve, args=(child, self.entry, self.warm),
-                                          daemon=True)
-            self.process.start()
+            process = _SPAWN.Process(target=_serve, args=(child, self.entry, self.warm),
+                                     daemon=True)
+            process.start()
+            self.process = process      # started: stop() from another thread may kill it
             child.close()
+            if self.aborted:            # abort() came while it started
+                process.kill()
 
     def run(self, event: dict, invocation: Invocation) -> dict:
         self.start()
@@ -73,7 +107,8 @@ class _Worker:
         except (EOFError, OSError):
             self.process.join(5)
             self.process = None
-            raise InvocationError("stopped: ran too long" if self.stopped
+            raise InvocationError("stopped: interrupted" if self.aborted
+                                  else "stopped: ran too long" if self.stopped
                                   else "worker process died") from None
         finally:
             self.current = None
@@ -84,15 +119,17 @@ class _Worker:
     def stop(self) -> None:
         """Kill the process (SIGKILL ends a stopped one too): its call fails at once."""
         self.stopped = True
-        if self.process is not None:
-            self.process.kill()
+        process = self.process       # run() may drop it meanwhile, from the worker's thread
+        if process is not None:
+            process.kill()
 
     def close(self) -> None:
-        if self.process is not None and self.process.is_alive():
+        process = self.process
+        if process is not None and process.is_alive():
             self.conn.close()                      # the process ends at its next receive
-            self.process.join(5 if self.used else 0)   # one never used may still be importing
-            if self.process.is_alive():
-                self.process.kill()
+            process.join(5 if self.used else 0)    # one never used may still be importing
+            if process.is_alive():
+                process.kill()
 
 
 class LocalInvoker(Invoker):
@@ -111,6 +148,26 @@ class LocalInvoker(Invoker):
         invocation = Invocation()
         self._calls.put((event, invocation))
         return invocation
+
+    def __exit__(self, kind, *exc):
+        if kind is not None and issubclass(kind, KeyboardInterrupt):     # Ctrl-C, SIGTERM
+            self.abort()
+        self.close()
+
+    def abort(self) -> None:
+        """Stop at once: the calls waiting are withdrawn, the running ones fail (their
+        processes killed), and no process starts any more; close() then waits for none."""
+        for worker in self._workers:
+            worker.aborted = True
+        while True:
+            try:
+                item = self._calls.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                item[1].cancel()
+        for worker in self._workers:
+            worker.stop()
 
     def _feed(self, worker: _Worker) -> None:
         try:
