@@ -11,6 +11,7 @@ import gc
 import io
 import os
 import sys
+import threading
 import time
 from typing import NoReturn
 from urllib.parse import urlparse
@@ -214,10 +215,16 @@ def finalize_s3() -> None:
     pafs.ensure_s3_finalized()
 
 
+# how long the exit handlers may take: one that hangs does not keep the process (Arrow's S3
+# finalization has been reported to deadlock, apache/arrow#50188)
+EXIT_HANDLERS_SECONDS = 10.0
+
+
 def end_process(code: int) -> NoReturn:
     """End this process, its work done (the command line's own process, a worker process):
     output flushed, Arrow's S3 finalized and the exit handlers run while the interpreter is
-    whole, then os._exit, without the interpreter's teardown.
+    whole (for EXIT_HANDLERS_SECONDS at most), then os._exit, without the interpreter's
+    teardown.
 
     In that teardown, a thread of Arrow's pools may still be dropping the last reference to a
     buffer Python owns (the bytes S3Object reads are handed to Parquet's decoding tasks
@@ -225,11 +232,17 @@ def end_process(code: int) -> NoReturn:
     destructor, and std::terminate aborts the process ("terminate called without an active
     exception", exit 134) after complete output. Finalizing S3 does not wait for them."""
     _flush()
+    handlers = threading.Thread(target=_exit_handlers, daemon=True, name="lakestats-exit")
+    handlers.start()
+    handlers.join(EXIT_HANDLERS_SECONDS)
+    _flush()
+    os._exit(code)
+
+
+def _exit_handlers() -> None:
     with contextlib.suppress(Exception):
         finalize_s3()
     atexit._run_exitfuncs()      # what the interpreter runs at exit (logging, multiprocessing)
-    _flush()
-    os._exit(code)
 
 
 def _flush() -> None:

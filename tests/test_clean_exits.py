@@ -133,7 +133,8 @@ def watching(s3_endpoint: str) -> tuple[subprocess.Popen, list[str]]:
     queue = wire_bucket(s3_endpoint, bucket, f"events-{bucket}")
     process = subprocess.Popen([*LAKESTATS, "watch", "--queue", queue, "--tables",
                                 f"s3://{bucket}/t"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True, env=own_redis())
+                               stderr=subprocess.PIPE, text=True,
+                               env={**own_redis(), "PYTHONFAULTHANDLER": "1"})
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True).start()
     deadline = time.monotonic() + 60
@@ -151,7 +152,13 @@ def test_a_signal_stops_watch_leaving_nothing_behind(s3_endpoint, stop):
     redis, folder = redis_of(process.pid)
     workers = [c for c in children(process.pid) if "spawn_main" in command_line(c)]
     process.send_signal(stop)                   # the process alone, not its group
-    code = process.wait(timeout=60)
+    try:
+        code = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:           # where it hangs: every thread's stack
+        process.send_signal(signal.SIGABRT)
+        process.wait(timeout=30)
+        time.sleep(0.5)
+        raise AssertionError("".join(lines)[-8000:]) from None
     time.sleep(0.2)                             # the reader thread has the last lines
     assert code == 0, lines                     # watch's status on Ctrl-C
     assert gone_within(redis, "redis-server")
