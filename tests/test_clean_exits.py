@@ -126,6 +126,13 @@ def test_a_lookup_on_s3_exits_0_on_a_busy_machine(s3_table):
     assert not failures, failures
 
 
+def _ctrl_c_as_at_a_terminal() -> None:
+    """SIGINT as a command started at a terminal gets it: a shell running these tests in the
+    background (a CI job) may have SIGINT ignored or blocked, and children inherit both."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def watching(s3_endpoint: str) -> tuple[subprocess.Popen, list[str]]:
     """`lakestats watch` with its embedded Redis, once it watches and a worker runs; the
     lines of its stderr, as they come."""
@@ -134,7 +141,8 @@ def watching(s3_endpoint: str) -> tuple[subprocess.Popen, list[str]]:
     process = subprocess.Popen([*LAKESTATS, "watch", "--queue", queue, "--tables",
                                 f"s3://{bucket}/t"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True,
-                               env={**own_redis(), "PYTHONFAULTHANDLER": "1"})
+                               env={**own_redis(), "PYTHONFAULTHANDLER": "1"},
+                               preexec_fn=_ctrl_c_as_at_a_terminal)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True).start()
     deadline = time.monotonic() + 60
