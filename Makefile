@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast bench clean
+.PHONY: demo test test-fast lint-imports bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK)
 test-fast: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q tests -m "unit and not slow"
+
+# import-linter over the package as it installs (core/ as lakestats/core/): lint-imports run at
+# the repository root sees lakestats/ alone and reports the mapped layers missing
+lint-imports: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q tests/test_architecture.py -k "layers or contract_breaks"
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_compute.py
