@@ -32,6 +32,12 @@ LOCK_WAIT_SECONDS = 900.0           # a compute waits this long for another one 
 # daily or hourly load ending; 0 or less: never. At most EXACT_AFTER_MAX_SECONDS, well inside
 # the 14 days Redis keeps a table's record (fleet.protocol.PENDING_TTL_SECONDS).
 EXACT_AFTER_SECONDS = 900.0
+# A stale table-level frequency list is recomputed over every partition once this share of the
+# table's rows changed since it was exact (algorithms.frequencies.delta). A reduction of object
+# events waits longer: that recompute costs the whole column while a new file waits for its
+# version, and the quiet refold makes the list exact anyway (benchmarks/bench_latency.py).
+COMPACT_FRACTION = 0.1
+REDUCTION_COMPACT_FRACTION = 0.5
 EXACT_AFTER_MAX_SECONDS = 7 * 24 * 3600
 
 
@@ -77,6 +83,7 @@ class Settings:
     exact_after: float = EXACT_AFTER_SECONDS
     # columns whose values map to the partitions holding them ("auto": the low-distinct ones)
     value_index: tuple[str, ...] = ("auto",)
+    compact_fraction: float = COMPACT_FRACTION
 
     def __post_init__(self):
         # every way a URL enters (from_env, a flag through dataclasses.replace, the

@@ -6,7 +6,8 @@
                                           directory complete
     versions/<version>/                   a table version: the same three files, manifest.json,
                                           partitions.parquet (the partition index),
-                                          value_index.parquet (value -> partitions) and, when
+                                          value_index.parquet (value -> partitions; or a
+                                          layer of it, value_index_added.parquet) and, when
                                           ranks were asked for, ranks.parquet
     LATEST                                {"version": ...}: the published version, replaced
                                           atomically once the version's files are all written
@@ -23,6 +24,7 @@ STATISTICS, FREQUENCIES = "statistics.parquet", "frequencies.parquet"
 HISTOGRAMS, RANKS = "histograms.parquet", "ranks.parquet"
 MANIFEST, LATEST, INDEX = "manifest.json", "LATEST", "partitions.parquet"
 VALUE_INDEX = "value_index.parquet"
+VALUE_INDEX_ADDED = "value_index_added.parquet"   # a layer: the partitions a version added
 BLOOMS = "blooms.bin"          # the Bloom filters of the partitions a version added
 STATS_DIR = "_lakestats"       # hidden from the table's data files by its leading underscore
 # in a Hudi table: hudi-rs takes files below the root for base files (a non-partitioned

@@ -18,7 +18,11 @@ manifest.json: {"manifest_version": the format of this file (MANIFEST_VERSION; a
                 snapshot the version describes (Iceberg snapshot id, Delta version, Hudi
                 instant; null for a plain directory), "snapshot_ms": its commit time,
                 "inexact": {rel_path: why} files whose deletes were not applied,
-                "value_index": [column] the columns value_index.parquet indexes}
+                "value_index": [column] the columns value_index.parquet indexes,
+                "value_index_layers": [] when the version's own value_index.parquet holds the
+                                      index; else its layers, base first: [{"version": base},
+                                      {"version": v, "removed": [rel_path], "added": n}, ...]
+                                      (metastore.value_index)}
                 Read and written only as a Manifest (below), which spells these keys.
 LATEST:        {"version": "v000003"}
 snapshots/<snapshot>.json   {"version": ...}: the version that describes a format's snapshot
@@ -71,6 +75,7 @@ class Manifest:
     frequency_lists: dict[str, dict] = field(default_factory=dict)
     sketches_stale: bool = False
     value_index: list[str] = field(default_factory=list)
+    value_index_layers: list[dict] = field(default_factory=list)
     files: dict[str, int] = field(default_factory=dict)
     manifest_version: int = MANIFEST_VERSION
     # Keys this code does not know, in a manifest of its format version or an older one (the

@@ -226,16 +226,10 @@ class StatisticsReader:
             raise StatisticsNotFound(
                 f"column {column!r} has no value index in version {self.version} (compute "
                 f"--value-index {column}; 'auto' indexes only low-distinct columns)")
-        rows = value_index.read(value_index.open_file(self.version_dir()), column, texts)
-        paths = None
-        out = {}
-        for row in rows.to_pylist():
-            if row["partitions"] is None:         # dense: counts in the index's path order
-                if paths is None:
-                    paths = self.partition_index([], ["path"])["path"].to_pylist()
-                out[row["value"]] = {p: f for p, f in zip(paths, row["frequencies"]) if f}
-            else:
-                out[row["value"]] = dict(zip(row["partitions"], row["frequencies"]))
+        found = value_index.lookup(value_index.layers(self.layout, self.manifest), column, texts)
+        out: dict[str, dict[str, int]] = {}
+        for value, path, frequency in zip(*(found[n].to_pylist() for n in found.column_names)):
+            out.setdefault(value, {})[path] = frequency
         return out
 
     def partitions(self) -> list[dict]:

@@ -13,20 +13,32 @@ row-group statistics point to:
   frequencies  list<int64>    sparse rows: its rows in each of `partitions`; dense rows (the
                               value is in most partitions): one count per partition of the
                               version's partition index, in its (path) order, 0 where absent
+
+A version's index may be layered (the manifest's `value_index_layers`), so that a new file
+costs its own entries: the full value_index.parquet of an earlier version (the base), then for
+each version since, the partitions it removed and value_index_added.parquet, the entries of the
+partitions it added (sparse rows only). A lookup reads each layer's row groups of the value,
+drops from what the layers before gave the partitions a layer removed, and adds the layer's
+own (`lookup`). algorithms.frequencies.value_index decides when to write a layer and when a
+full index again (compaction).
 """
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Iterator
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakestats.metastore.layout import VALUE_INDEX
+from lakestats.metastore.layout import INDEX, VALUE_INDEX, VALUE_INDEX_ADDED, Layout
 
 if TYPE_CHECKING:
+    from lakestats.metastore.manifest import Manifest
     from lakestats.metastore.store import Store
 
 SCHEMA = pa.schema([("column", pa.string()), ("value", pa.string()), ("frequency", pa.int64()),
@@ -35,11 +47,13 @@ SCHEMA = pa.schema([("column", pa.string()), ("value", pa.string()), ("frequency
 # number of partitions (a dense row of a table of P partitions holds P entries)
 GROUP_ENTRIES = 1 << 16
 GROUP_ROWS = 4_096
+ENTRIES = pa.schema([("value", pa.string()), ("path", pa.string()), ("frequency", pa.int64())])
 
 
-def encode(column: str, entries: pa.Table, paths: pa.Array) -> pa.Table:
+def encode(column: str, entries: pa.Table, paths: pa.Array | None) -> pa.Table:
     """A column's rows from its (value, path, frequency) entries, one per value and partition
-    holding it; `paths` are the version's partitions in index order."""
+    holding it; `paths` are the version's partitions in index order (None: sparse rows only,
+    as a layer's are)."""
     if entries.num_rows == 0:
         return SCHEMA.empty_table()
     entries = entries.sort_by([("value", "ascending"), ("path", "ascending")])
@@ -50,12 +64,11 @@ def encode(column: str, entries: pa.Table, paths: pa.Array) -> pa.Table:
     holders = ends - starts
     counts = entries["frequency"].to_numpy()
     totals = np.add.reduceat(counts, starts)
-    dense = holders * 2 > len(paths)
-    n = len(paths)
+    n = 0 if paths is None else len(paths)
+    dense = holders * 2 > n if paths is not None else np.zeros(len(starts), bool)
     # sparse rows: their slices of the entries
     sparse_rows = np.flatnonzero(~dense)
-    take = np.concatenate([np.arange(s, e) for s, e in zip(starts[sparse_rows], ends[sparse_rows])]) \
-        if sparse_rows.size else np.empty(0, np.int64)
+    take = np.flatnonzero(np.repeat(~dense, holders))     # their entries, in order
     offsets = np.concatenate([[0], np.cumsum(holders[sparse_rows])]).astype(np.int32)
     sparse = pa.table({
         "column": pa.repeat(pa.scalar(column), sparse_rows.size),
@@ -83,8 +96,9 @@ def encode(column: str, entries: pa.Table, paths: pa.Array) -> pa.Table:
     return pa.concat_tables([sparse, dense_table]).sort_by("value")
 
 
-def entries(rows: pa.Table, paths: pa.Array) -> pa.Table:
-    """(value, path, frequency) of a column's rows (as `encode` wrote them over `paths`)."""
+def entries(rows: pa.Table, paths: Callable[[], pa.Array]) -> pa.Table:
+    """(value, path, frequency) of a column's rows (as `encode` wrote them over `paths()`,
+    called only if there are dense rows)."""
     parts = []
     for dense in (False, True):
         chosen = rows.filter(pc.is_null(rows["partitions"]) if dense
@@ -95,24 +109,78 @@ def entries(rows: pa.Table, paths: pa.Array) -> pa.Table:
         counts = pc.list_flatten(lists).to_numpy()
         parent = pc.list_parent_indices(lists).to_numpy()
         if dense:
-            where = np.arange(len(counts)) % len(paths)
+            over = paths()
+            where = np.arange(len(counts)) % len(over)
             held = counts > 0
-            path = paths.take(pa.array(where[held]))
+            path = over.take(pa.array(where[held]))
             parent, counts = parent[held], counts[held]
         else:
             path = pc.list_flatten(chosen["partitions"].combine_chunks())
         parts.append(pa.table({"value": chosen["value"].combine_chunks().take(pa.array(parent)),
                                "path": path, "frequency": counts}))
-    if not parts:
-        return pa.table({"value": pa.array([], pa.string()), "path": pa.array([], pa.string()),
-                         "frequency": pa.array([], pa.int64())})
-    return pa.concat_tables(parts)
+    return pa.concat_tables(parts) if parts else ENTRIES.empty_table()
 
 
-def write(out: Store, tables: Iterator[pa.Table]) -> None:
+@dataclass(frozen=True)
+class Layer:
+    """One file of a version's value index: a full index (`full`), or the entries of the
+    partitions a version added, after the partitions it `removed` left the layers before."""
+    directory: Store
+    full: bool
+    removed: tuple[str, ...] = ()
+    added: int = 0                     # partitions in the file (a full layer: any)
+
+    @property
+    def name(self) -> str | None:
+        """Its file (None: the version added no partition)."""
+        return VALUE_INDEX if self.full else VALUE_INDEX_ADDED if self.added else None
+
+    def exists(self) -> bool:
+        return self.name is None or self.directory.exists(self.name)
+
+    @functools.cached_property
+    def file(self) -> pq.ParquetFile:
+        """Its file, opened once for every column looked up."""
+        return self.directory.open_parquet(self.name)
+
+    @functools.cached_property
+    def paths(self) -> pa.Array:
+        """What a full layer's dense rows count over: its version's partitions, in order."""
+        return self.directory.read_parquet(INDEX, columns=["path"])["path"].combine_chunks()
+
+
+def layers(layout: Layout, manifest: Manifest) -> list[Layer]:
+    """The layers of a version's value index, base first."""
+    if not manifest.value_index_layers:
+        return [Layer(layout.version(manifest.version), True)]
+    base, *since = manifest.value_index_layers
+    return [Layer(layout.version(base["version"]), True)] + [
+        Layer(layout.version(at["version"]), False, tuple(at["removed"]), at["added"])
+        for at in since]
+
+
+def lookup(chain: list[Layer], column: str, values: list[str] | None = None) -> pa.Table:
+    """(value, path, frequency) of a column's values (all, or `values`) as the layers give
+    them: each layer's file read side by side, then applied in order."""
+    def rows(layer: Layer) -> pa.Table:
+        if layer.name is None:
+            return ENTRIES.empty_table()             # a version that only removed files
+        return entries(read(layer.file, column, values), lambda: layer.paths)
+    with ThreadPoolExecutor(16) as pool:
+        found = list(pool.map(rows, chain))
+    out = ENTRIES.empty_table()
+    for layer, own in zip(chain, found):
+        if layer.removed and out.num_rows:
+            gone = pa.array(layer.removed, pa.string())
+            out = out.filter(pc.invert(pc.is_in(out["path"], value_set=gone)))
+        out = pa.concat_tables([out, own]) if own.num_rows else out
+    return out
+
+
+def write(out: Store, tables: Iterator[pa.Table], name: str = VALUE_INDEX) -> None:
     """The columns' rows, in the order given, in row groups of up to GROUP_ENTRIES list entries
     and GROUP_ROWS rows (the rows of columns with few values share groups)."""
-    with out.parquet_writer(VALUE_INDEX, SCHEMA) as writer:
+    with out.parquet_writer(name, SCHEMA) as writer:
         pending = SCHEMA.empty_table()
         for table in tables:
             pending = _write_full(writer, pa.concat_tables([pending, table]), final=False)
@@ -133,10 +201,6 @@ def _write_full(writer: pq.ParquetWriter, table: pa.Table, final: bool) -> pa.Ta
         writer.write_table(table.slice(start, stop - start), row_group_size=GROUP_ROWS)
         start = stop
     return table.slice(start)
-
-
-def open_file(directory: Store) -> pq.ParquetFile:
-    return directory.open_parquet(VALUE_INDEX)
 
 
 def read(parquet: pq.ParquetFile, column: str, values: list[str] | None = None) -> pa.Table:

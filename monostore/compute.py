@@ -5,7 +5,8 @@ Incremental by fingerprint (size and ETag, or mtime): a data file whose statisti
 never read again. A new version starts from the previous one: its partition index minus the
 partitions that left plus those that came, its histograms plus the new partitions' minus the
 removed ones', its sketches merged with the new partitions', its frequency lists merged,
-recomputed or carried (algorithms.frequencies.delta). A version's files are written into its
+recomputed or carried (algorithms.frequencies.delta), its value index a layer over the previous
+one (algorithms.frequencies.value_index). A version's files are written into its
 own directory and published by one swap of LATEST; a failure on the way publishes nothing.
 """
 from __future__ import annotations
@@ -337,12 +338,11 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         for row, extra in zip(rows, plugin_rows):
             row.update(extra)
         indexed = value_index.columns(settings.value_index, rows)
-        if indexed:
-            value_index.build(out, indexed, new_index, table_stats.schema,
-                              lambda p: layout.partition(p, good[p].fingerprint),
-                              previous and (previous.directory, previous.index["path"].combine_chunks(),
-                                            previous.manifest.value_index),
-                              {f.rel_path for f in added}, removed)
+        layers = value_index.build(
+            out, version, indexed, new_index, table_stats.schema,
+            lambda p: layout.partition(p, good[p].fingerprint),
+            previous and (layout, previous.manifest), {f.rel_path for f in added}, removed,
+            whole=settings.exact) if indexed else []
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count,
                                             plugins, plugin_errors)
         index.write(out, new_index)
@@ -353,7 +353,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             table=report.table, row_count=table_stats.row_count,
             partition_count=new_index.num_rows, schema=files.encode_schema(table_stats.schema),
             missing=dict(report.failed), settings=settings.recorded(), **report.snapshot,
-            frequency_lists=lists, sketches_stale=sketches_stale, value_index=indexed))
+            frequency_lists=lists, sketches_stale=sketches_stale, value_index=indexed,
+            value_index_layers=layers))
         at("publish")
         published, other = publish.swap(layout, settings.redis_url, version, lease)
     except BaseException:

@@ -28,7 +28,7 @@ import time
 from typing import Callable
 
 from lakestats.core.errors import LakestatsError
-from lakestats.core.settings import Settings
+from lakestats.core.settings import REDUCTION_COMPACT_FRACTION, Settings
 from lakestats.fleet import protocol, windows
 from lakestats.fleet.connections import client
 from lakestats.fleet.invokers import Invoker
@@ -51,6 +51,8 @@ def reduce_table(table_uri: str, invoker: Invoker, settings: Settings,
     window. A `refold` (with settings.exact) ends the table's quiet period, and raises Yielded
     before the table-level work if a change was recorded since it claimed."""
     claimed: list[int] = []
+    settings = dataclasses.replace(settings, compact_fraction=max(
+        settings.compact_fraction, REDUCTION_COMPACT_FRACTION))
 
     def moment(name: str) -> None:
         if name == "listing":                    # the table's compute lock is held

@@ -16,7 +16,7 @@ import pytest
 
 from lakestats.algorithms.frequencies import delta
 from lakestats.core.errors import UsageError
-from lakestats.core.settings import Settings
+from lakestats.core.settings import COMPACT_FRACTION, REDUCTION_COMPACT_FRACTION, Settings
 from lakestats.fleet import windows
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.manifest import latest_version
@@ -33,7 +33,7 @@ COLUMNS = ("id", "qty", "price", "city", "day")
 @pytest.fixture
 def merges_off(monkeypatch):
     """Every frequency list a change touches is carried stale instead of merged (as a large
-    one would be), until the rows changed since pass COMPACT_FRACTION of the table."""
+    one would be), until the rows changed since pass settings.compact_fraction of the table."""
     monkeypatch.setattr(delta, "MERGE_MAX", 0)
     monkeypatch.setattr(delta, "MERGE_PER_ROW", 0)
 
@@ -195,6 +195,34 @@ def test_a_refold_waits_for_pending_changes_and_gives_way_to_new_ones(
     assert_exact(table, rows())
     time.sleep(settings.exact_after)
     assert refold(table, invoker, settings) is None                # once a quiet period
+
+
+def test_a_reduction_leaves_compaction_to_the_quiet_refold(tmp_path, run, invoker, redis_url,
+                                                          merges_off):
+    """A change past settings.compact_fraction of the rows: a compute recomputes the stale
+    lists, a reduction of the same change carries them (up to REDUCTION_COMPACT_FRACTION), so
+    that a new file does not wait for the whole column; the refold makes them exact."""
+    tables = [tmp_path / "by-compute", tmp_path / "by-reduction"]
+    for root in tables:
+        for i in range(4):
+            write(root / f"part-{i}.parquet", mixed(1000, seed=i + 1))
+        run(root)
+        write(root / "more-0.parquet", mixed(300, seed=60))     # 7 % of the rows: carried
+        run(root)
+        write(root / "more-1.parquet", mixed(400, seed=61))     # 15 %: past COMPACT_FRACTION
+    assert COMPACT_FRACTION < 700 / 4700 < REDUCTION_COMPACT_FRACTION
+    run(tables[0])
+    assert_exact(str(tables[0]), pa.concat_tables(
+        pq.read_table(p) for p in sorted(tables[0].glob("*.parquet"))))
+    table = str(tables[1])
+    settings = Settings(redis_url=redis_url, tables=(table,), reduce_window=0, exact_after=0.2)
+    windows.record(redis_url, table, window=0)
+    assert reduce_pending(table, invoker, settings).exact is False
+    assert_inexact(table)
+    wait_until(lambda: quiet(redis_url, table, settings.exact_after), 10)
+    assert refold(table, invoker, settings).exact
+    assert_exact(table, pa.concat_tables(
+        pq.read_table(p) for p in sorted(tables[1].glob("*.parquet"))))
 
 
 def test_the_reduce_functions_schedule_refolds_a_quiet_table(

@@ -78,12 +78,15 @@ def published(stats_root: str) -> dict:
     return out
 
 
+COMPACTION = 0.5
+
+
 @pytest.fixture
 def small_lists(monkeypatch):
-    """Lists of more than 5 values count as large: the stale path runs on small files too."""
+    """Lists of more than 5 values count as large: the stale path runs on small files too
+(and compaction waits for half the rows: COMPACTION)."""
     monkeypatch.setattr(delta, "MERGE_MAX", 5)
     monkeypatch.setattr(delta, "MERGE_PER_ROW", 0)
-    monkeypatch.setattr(delta, "COMPACT_FRACTION", 0.5)
 
 
 @pytest.mark.slow
@@ -95,7 +98,7 @@ def test_incremental_versions_equal_a_clean_compute(tmp_path_factory, run, small
                                                     steps, exact):
     root = tmp_path_factory.mktemp("incremental")
     write(root / "f-start.parquet", part(0, 80, False))
-    run(root, exact=exact)
+    run(root, exact=exact, compact_fraction=COMPACTION)
     for i, (kind, s, fresh) in enumerate(steps):
         present = sorted(p.name for p in root.glob("f-*.parquet"))
         if kind == "remove" and len(present) > 1:
@@ -104,7 +107,7 @@ def test_incremental_versions_equal_a_clean_compute(tmp_path_factory, run, small
             write(root / present[s % len(present)], part(s, 30 + s % 90, fresh))
         else:
             write(root / f"f-{i}.parquet", part(s, 30 + s % 90, fresh))
-        run(root, exact=exact)
+        run(root, exact=exact, compact_fraction=COMPACTION)
         stats = StatisticsReader(f"{root}/_lakestats")
         rows = {r["column"]: r for r in stats.statistics(sketches=False).to_pylist()}
         for column, want in oracle(root).items():

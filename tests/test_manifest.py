@@ -91,7 +91,7 @@ def test_a_manifest_without_manifest_version_reads_as_version_1(tmp_path):
     assert manifest.frequency_lists["id"] == {"version": "v000001", "stale_rows": 40}
     # written back (record_file's rewrite), it keeps every key and gains manifest_version
     assert manifest.as_json() == {**BEFORE_MANIFEST_VERSION, "manifest_version": 1,
-                                  "inexact": {}}
+                                  "inexact": {}, "value_index_layers": []}
 
 
 def test_the_oldest_manifests_still_read(tmp_path):

@@ -13,9 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lakestats.algorithms.frequencies import value_index
 from lakestats.core.settings import FrequencySettings
 from lakestats.cli import main
-from lakestats.metastore.layout import Layout
+from lakestats.metastore.layout import VALUE_INDEX, Layout
 from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 
 INT64 = np.iinfo(np.int64)
@@ -76,6 +77,57 @@ def test_where_equals_duckdb_through_changes(tmp_path, run):
     report = run(root)
     assert (report.computed, report.removed) == (2, 1)
     check(root, StatisticsReader(Layout.of_table(str(root)).uri))
+
+
+def test_layers_through_many_versions_then_whole_again(tmp_path, run):
+    """Versions that add, remove and rewrite files write layers (their own partitions'
+    entries), each version still equal to DuckDB; past LAYERS_MAX layers, and under --exact,
+    the index is written whole again."""
+    root = tmp_path / "t"
+    root.mkdir()
+    for k in range(6):
+        pq.write_table(part(k), root / f"p{k:02}.parquet")
+    run(root)
+    layout = Layout.of_table(str(root))
+    depths = []
+    for step in range(value_index.LAYERS_MAX + 2):
+        k = 50 + step
+        pq.write_table(part(k), root / f"p{k:02}.parquet")                  # added
+        if step % 3 == 1:
+            (root / f"p{k - 1:02}.parquet").unlink()                         # one a layer added
+        if step % 3 == 2:
+            pq.write_table(part(100 + step), root / f"p{step:02}.parquet")   # rewritten
+        run(root)
+        stats = StatisticsReader(layout.uri)
+        depths.append(len(stats.manifest.value_index_layers))
+        check(root, stats)
+    # the base and one layer a version, until a version would make one more than LAYERS_MAX
+    assert depths == [*range(2, value_index.LAYERS_MAX + 2), 0, 2], depths
+    pq.write_table(part(99), root / "p99.parquet")
+    run(root, exact=True)
+    stats = StatisticsReader(layout.uri)
+    assert stats.manifest.value_index_layers == []
+    check(root, stats)
+
+
+def test_a_lost_layer_means_a_whole_index_again(tmp_path, run):
+    """A layer of the published index is gone (its base here): the next version does not
+    layer over it, it writes the whole index, and the lookups are DuckDB's again."""
+    root = tmp_path / "t"
+    root.mkdir()
+    for k in range(4):
+        pq.write_table(part(k), root / f"p{k:02}.parquet")
+    base = run(root).version
+    pq.write_table(part(60), root / "p60.parquet")
+    run(root)
+    layout = Layout.of_table(str(root))
+    assert StatisticsReader(layout.uri).manifest.value_index_layers[0] == {"version": base}
+    (Path(layout.version(base).uri) / VALUE_INDEX).unlink()
+    pq.write_table(part(61), root / "p61.parquet")
+    run(root)
+    stats = StatisticsReader(layout.uri)
+    assert stats.manifest.value_index_layers == []
+    check(root, stats)
 
 
 def test_named_columns_and_the_command_line(tmp_path, run, capsys):

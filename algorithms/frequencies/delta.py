@@ -9,7 +9,8 @@ not rewritten. For a column a change does touch, one of:
            subtracts the removed ones', and sorts. Exact, in the cost of the list and the change.
 - recompute by the distributed algorithms over every partition: a column new to the table, a
            previous list that is incomplete or stale, other frequency settings, `--exact`, or
-           a stale list whose changed rows passed COMPACT_FRACTION of the table (compaction).
+           a stale list whose changed rows passed settings.compact_fraction of the table
+           (compaction).
 - carry    the list stays where it is, stale: its statistics say since which version
            (exact_as_of), and distinct_count becomes the sketch's estimate. Large columns (a
            near-unique text, a key) wait so for the next compaction instead of costing the
@@ -36,7 +37,6 @@ from lakestats.metastore.store import DataFile
 
 MERGE_MAX = 100_000          # a list this long merges in well under a second
 MERGE_PER_ROW = 8            # or, for a large change, up to 8 values per changed row
-COMPACT_FRACTION = 0.1       # a stale list is recomputed once this share of rows changed
 
 
 @dataclass
@@ -85,7 +85,7 @@ def plan(previous: Manifest | None, previous_rows: dict[str, dict], new_index: p
                 and before["distinct_count"] <= max(MERGE_MAX, MERGE_PER_ROW * changed):
             out.merged[field.name] = _merge(
                 field, layout, where["version"], held, added, removed, table_rows[k], settings)
-        elif settings.exact or where["stale_rows"] + changed > COMPACT_FRACTION * total_rows:
+        elif settings.exact or where["stale_rows"] + changed > settings.compact_fraction * total_rows:
             out.recompute.append(field.name)
         else:
             out.lists[field.name] = {"version": where["version"],

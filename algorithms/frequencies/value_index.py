@@ -1,8 +1,15 @@
 """A new version's value index (metastore.value_index): each value of the indexed columns with
-the partitions holding it. A column the previous version indexed starts from that version's
-entries, less the removed partitions' and plus the added partitions' frequency lists: the cost
-of the change and the column's list. Other columns read every partition's list, a batch of
-columns at a time so that memory holds about BATCH_ENTRIES (value, partition) entries."""
+the partitions holding it.
+
+A version that indexes the columns its previous version indexed writes a layer: the entries of
+the partitions it added, read from their own frequency lists, and the names of those it
+removed. That is the cost of the change, whatever the table's size. Every LAYERS_MAX layers
+(or REMOVED_MAX removed partitions, which the manifest lists), under --exact (the quiet
+refold), or when the indexed columns change, the index is written whole again: a column the
+previous version indexed starts from its entries (the layers applied), less the removed
+partitions' and plus the added ones'; other columns read every partition's list. Columns are
+read a batch at a time, so that memory holds about BATCH_ENTRIES (value, partition) entries.
+"""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -14,10 +21,18 @@ import pyarrow.compute as pc
 from lakestats.core import schema
 from lakestats.core.batching import runs
 from lakestats.metastore import files, value_index
+from lakestats.metastore.layout import VALUE_INDEX_ADDED, Layout
+from lakestats.metastore.manifest import Manifest
 from lakestats.metastore.store import Store
 
 BATCH_ENTRIES = 4_000_000
 LOW_DISTINCT = "low-distinct"
+# A lookup reads one file per layer (side by side); a new file costs its own entries, and once
+# per LAYERS_MAX versions the whole index is written again, which costs about as much as two
+# layered versions' every other step (benchmarks/bench_latency.py: 20 single-file versions,
+# 0.5 s of table-level work each, 2.2 s the whole index of 1.2 million entries)
+LAYERS_MAX = 16
+REMOVED_MAX = 1_000
 
 
 def columns(wanted: tuple[str, ...], rows: list[dict]) -> list[str]:
@@ -29,45 +44,79 @@ def columns(wanted: tuple[str, ...], rows: list[dict]) -> list[str]:
                   and (r["column"] in names or auto and r["frequency_algorithm"] == LOW_DISTINCT))
 
 
-def build(out: Store, indexed: list[str], new_index: pa.Table, table: pa.Schema,
-          partition_dir: Callable[[str], Store],
-          previous: tuple[Store, pa.Array, list[str]] | None,
-          added: set[str], removed: set[str]) -> None:
-    """value_index.parquet of `indexed` into `out`; `previous` is the previous version's
-    directory, partition paths and indexed columns."""
+def build(out: Store, version: str, indexed: list[str], new_index: pa.Table, table: pa.Schema,
+          partition_dir: Callable[[str], Store], previous: tuple[Layout, Manifest] | None,
+          added: set[str], removed: set[str], whole: bool = False) -> list[dict]:
+    """The value index of `indexed` into `out`, as a layer over the previous version's when
+    it may be (unless `whole`); returns the version's value_index_layers ([]: whole)."""
+    layout, before = previous if previous else (None, None)
+    if before and not whole and before.value_index == indexed:
+        chain = before.value_index_layers or [{"version": before.version}]
+        if len(chain) <= LAYERS_MAX and \
+                len(removed) + sum(len(at.get("removed", ())) for at in chain) <= REMOVED_MAX:
+            _check(value_index.layers(layout, before))
+            if added:
+                value_index.write(out, _encoded(indexed, new_index, table, partition_dir,
+                                                sorted(added), None, None), VALUE_INDEX_ADDED)
+            return chain + [{"version": version, "removed": sorted(removed), "added": len(added)}]
+    carried = set(before.value_index) & set(indexed) if before else set()
+    old = None
+    if carried:
+        chain = value_index.layers(layout, before)
+        gone = pa.array(sorted(removed), pa.string())
+
+        def old(column: str) -> pa.Table | None:
+            """The previous version's entries of a carried column, the removed ones' out."""
+            if column not in carried:
+                return None
+            kept = value_index.lookup(chain, column)
+            return kept.filter(pc.invert(pc.is_in(kept["path"], value_set=gone)))
     paths = new_index["path"].combine_chunks()
-    carried = set(previous[2]) & set(indexed) if previous else set()
-    value_index.write(out, _encoded(indexed, carried, new_index, table, paths, partition_dir,
-                                    previous, added, removed))
+    value_index.write(out, _encoded(indexed, new_index, table, partition_dir,
+                                    paths.to_pylist(), old, paths, carried, added))
+    return []
 
 
-def _encoded(indexed, carried, new_index, table, paths, partition_dir, previous, added,
-             removed) -> Iterator[pa.Table]:
-    every = paths.to_pylist()
-    old_file = value_index.open_file(previous[0]) if carried else None     # its footer once
-    gone_paths = pa.array(sorted(removed), pa.string())
-    for batch in _batches(indexed, carried, new_index, table, len(added)):
-        wanted = {p: [c for c in batch if c not in carried or p in added] for p in every}
+def _check(chain: list[value_index.Layer]) -> None:
+    """The previous version's layers are all there: a new layer over a lost one would publish
+    an index that fails every lookup (FileNotFoundError: the compute starts anew)."""
+    with ThreadPoolExecutor(16) as pool:
+        for layer, there in zip(chain, pool.map(value_index.Layer.exists, chain)):
+            if not there:
+                raise FileNotFoundError(f"{layer.directory.uri}/{layer.name}: a layer of the "
+                                        "previous version's value index is gone")
+
+
+def _encoded(indexed: list[str], new_index: pa.Table, table: pa.Schema,
+             partition_dir: Callable[[str], Store], read_from: list[str],
+             old: Callable[[str], pa.Table | None] | None, paths: pa.Array | None,
+             carried: set[str] = frozenset(), added: set[str] = frozenset()
+             ) -> Iterator[pa.Table]:
+    """Each column's rows over `paths` (None: sparse only): its entries in the partitions
+    `read_from` (of a `carried` column, the `added` ones only) and `old(column)`."""
+    share = len(read_from) / max(1, new_index.num_rows)
+    for batch in _batches(indexed, carried, new_index, table, len(added), share):
+        wanted = {p: [c for c in batch if c not in carried or p in added] for p in read_from}
         lists = _frequency_lists(partition_dir, {p: c for p, c in wanted.items() if c})
         for column in batch:
             new = lists.filter(pc.equal(lists["column"], column)).select(
                 ["value", "path", "frequency"])
-            if column in carried:
-                old = value_index.entries(value_index.read(old_file, column), previous[1])
-                gone = pc.is_in(old["path"], value_set=gone_paths)
-                new = pa.concat_tables([old.filter(pc.invert(gone)), new])
-            yield value_index.encode(column, new, paths)
+            kept = old(column) if old else None
+            yield value_index.encode(column, new if kept is None else
+                                     pa.concat_tables([kept, new]), paths)
 
 
 def _batches(indexed: list[str], carried: set[str], new_index: pa.Table, table: pa.Schema,
-             added: int) -> Iterator[list[str]]:
-    """Columns in runs whose entries to read sum to about BATCH_ENTRIES."""
+             added: int, share: float) -> Iterator[list[str]]:
+    """Columns in runs whose entries to read sum to about BATCH_ENTRIES (`share`: of the
+    partitions, those read)."""
     def entries(column: str) -> int:
         struct = new_index[schema.index_column_name(table.get_field_index(column))]
         distinct = pc.struct_field(struct.combine_chunks(), "distinct_count")
         held = int(pc.sum(distinct).as_py() or 0)
         # a carried column reads the added partitions' share only, roughly
-        return held * added // max(1, new_index.num_rows) if column in carried else held
+        return held * added // max(1, new_index.num_rows) if column in carried \
+            else int(held * share)
     return runs(((c, entries(c)) for c in indexed), BATCH_ENTRIES)
 
 
