@@ -10,10 +10,14 @@ exactly (Iceberg equality deletes) is listed in Snapshot.inexact, and the versio
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib
+import json
 from dataclasses import dataclass, field
 from urllib.parse import unquote
+
+import pyarrow as pa
 
 from lakestats.core.errors import FormatUnsupported
 from lakestats.metastore.store import DataFile, Store, StoreError, s3_client
@@ -23,6 +27,10 @@ FORMATS = ("parquet", "iceberg", "delta", "hudi")
 POSITION_DELETES = "iceberg-position-deletes"    # data file URI, its delete files' URIs
 DELETION_VECTOR = "delta-deletion-vector"        # version, data file URI, deleted row count
 FILE_SLICE = "hudi-file-slice"                   # base file, log files (relative paths)
+# wraps another way of reading: the table's names for stored columns ({stored: name}, JSON),
+# the values of columns the file does not store (its partition values, a one-row Arrow IPC
+# stream in base64; "" for none), then the reading wrapped
+TABLE_COLUMNS = "table-columns"
 
 
 class FormatError(FormatUnsupported):
@@ -48,9 +56,13 @@ class Snapshot:
     timestamp_ms: int | None = None
     inexact: dict[str, str] = field(default_factory=dict)    # rel_path -> why
     manifests: object = None           # Iceberg: formats.iceberg.Manifests
-    # the table's columns when the format names them by name (Delta): files may hold more,
-    # such as the _change_type of Spark's change data feed; None: every column files hold
-    columns: tuple[str, ...] | None = None
+    # the table's columns when the format says (Delta): files may hold more, such as the
+    # _change_type of Spark's change data feed, or fewer; None: every column files hold
+    schema: pa.Schema | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...] | None:
+        return None if self.schema is None else tuple(self.schema.names)
 
     def describe(self) -> dict:
         """What a version records of the snapshot it describes."""
@@ -127,6 +139,22 @@ def data_file(rel_path: str, size: int, format_name: str, partition: dict | None
     values = None if partition is None else tuple(
         (k, None if v is None else str(v)) for k, v in partition.items())
     return DataFile(rel_path, size, f"{format_name}:{how}", values, reading)
+
+
+def with_table_columns(reading: tuple[str, ...], names: dict[str, str],
+                       constants: pa.Table | None) -> tuple[str, ...]:
+    """`reading` with the table's names of stored columns (`names`: stored -> table) and
+    the columns of one-row `constants` added (formats.rows applies them)."""
+    if not names and (constants is None or not constants.num_columns):
+        return reading
+    stream = ""
+    if constants is not None and constants.num_columns:
+        constants = constants.cast(pa.schema([f.remove_metadata() for f in constants.schema]))
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, constants.schema) as writer:
+            writer.write_table(constants)
+        stream = base64.b64encode(sink.getvalue().to_pybytes()).decode()
+    return (TABLE_COLUMNS, json.dumps(names, sort_keys=True), stream, *reading)
 
 
 def s3_options() -> dict:

@@ -1,5 +1,9 @@
 """Delta Lake (delta-rs): a version's data files from its transaction log.
 
+Columns are the table's: under column mapping a file stores a column by its physical name,
+read under the logical one, and partition columns (the log's typed partitionValues) are
+columns of each file's rows (formats.rows), with every statistic.
+
 A file with a deletion vector is read without the rows it deletes (formats.rows), so its
 statistics stay exact. A file's vector only ever grows (a new one replaces it with more rows
 deleted), so the count of rows it deletes names it in the file's fingerprint.
@@ -11,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.formats import (DELETION_VECTOR, FormatError, Selection, Snapshot, data_file,
-                               object_store_options, relative)
+                               object_store_options, relative, with_table_columns)
 from lakestats.metastore.store import Store
 
 
@@ -31,6 +35,17 @@ def load(table: Store, selection: Selection = Selection()):
     return delta
 
 
+def stored_names(schema) -> dict[str, str]:
+    """{stored: table name} of the columns that column mapping (name or id mode) stores
+    under another name: files hold the physical names, the table's are the logical ones."""
+    out = {}
+    for f in schema.fields:
+        stored = (f.metadata or {}).get("delta.columnMapping.physicalName")
+        if stored and stored != f.name:
+            out[stored] = f.name
+    return out
+
+
 def snapshot(table: Store, selection: Selection) -> Snapshot:
     delta = load(table, selection)
     version = delta.version()
@@ -42,14 +57,18 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
     deleted = {relative(table, delta.table_uri, path): (path, str(n))
                for path, n in zip(vectors["filepath"].to_pylist(), counts.tolist())}
     files = []
-    partitions = actions["partition"].to_pylist() if "partition" in actions.column_names \
-        else [None] * actions.num_rows
-    for path, size, partition in zip(actions["path"].to_pylist(),
-                                     actions["size_bytes"].to_pylist(), partitions):
+    typed = actions["partition"].combine_chunks() if "partition" in actions.column_names \
+        else None
+    partitions = typed.to_pylist() if typed is not None else [None] * actions.num_rows
+    names = stored_names(delta.schema())
+    for i, (path, size, partition) in enumerate(zip(
+            actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), partitions)):
         rel = relative(table, delta.table_uri, path)
         reading = (DELETION_VECTOR, str(version), *deleted[rel]) if rel in deleted else ()
-        files.append(data_file(rel, size, "delta", partition or {}, reading))
+        constants = None if typed is None else pa.Table.from_struct_array(typed.slice(i, 1))
+        files.append(data_file(rel, size, "delta", partition or {},
+                               with_table_columns(reading, names, constants)))
     when = next((h.get("timestamp") for h in delta.history() if h.get("version") == version),
                 None)
     return Snapshot("delta", str(version), sorted(files, key=lambda f: f.rel_path), when,
-                    columns=tuple(f.name for f in delta.schema().fields))
+                    schema=pa.schema(delta.schema().to_arrow()))

@@ -5,11 +5,18 @@ A file is read as it is, except:
 - Iceberg position deletes and Delta deletion vectors: the positions that the delete files
   list for this file, or that its deletion vector marks, are dropped, row group by row group;
 - a Hudi merge-on-read slice with log files: hudi-rs reads it merged, and the merged rows
-  are read, as an in-memory Parquet file.
+  are read, as an in-memory Parquet file;
+- columns as the table names them (Delta column mapping: a file stores `col-5f42...` for the
+  table's `Company`), and columns the file does not store, its partition values (Delta's
+  partitionValues, typed): each a column of that one value, so that they get every
+  statistic (TABLE_COLUMNS).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import functools
+import json
+from dataclasses import dataclass, field
 from posixpath import dirname
 from typing import Iterator
 
@@ -18,20 +25,37 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakestats.formats import DELETION_VECTOR, FILE_SLICE, POSITION_DELETES, FormatError, Selection
+from lakestats.formats import (DELETION_VECTOR, FILE_SLICE, POSITION_DELETES, TABLE_COLUMNS,
+                               FormatError, Selection)
 from lakestats.metastore.store import Store
 
 
 @dataclass
 class Rows:
     """A data file's rows: those of `parquet` (a merged Hudi slice: in memory) but the ones at
-    the `deleted` positions (sorted, unique; None: none)."""
+    the `deleted` positions (sorted, unique; None: none), its columns named as `names` says
+    (stored -> table name), and `constants`' columns (one row) added to every row."""
     parquet: pq.ParquetFile
     deleted: np.ndarray | None = None
+    names: dict[str, str] = field(default_factory=dict)
+    constants: pa.Table | None = None
 
-    @property
+    @functools.cached_property
     def schema(self) -> pa.Schema:
-        return self.parquet.schema_arrow
+        stored = self.parquet.schema_arrow
+        added = [] if self.constants is None else list(self.constants.schema)
+        own = [f.with_name(self.names.get(f.name, f.name)) for f in stored]
+        return pa.schema([f for f in own if f.name not in {a.name for a in added}] + added)
+
+    def stored_name(self, name: str) -> str | None:
+        """The file's name of a column of `schema` (None: a constant, not stored)."""
+        if self.constants is not None and name in self.constants.column_names:
+            return None
+        return self._stored.get(name, name)
+
+    @functools.cached_property
+    def _stored(self) -> dict[str, str]:
+        return {table: stored for stored, table in self.names.items()}
 
     @property
     def num_rows(self) -> int:
@@ -42,15 +66,35 @@ class Rows:
     def row_groups(self, columns: list[str] | None = None) -> Iterator[pa.Table]:
         """The rows of each row group in turn (of the top-level `columns` only, if given):
         memory holds one row group's."""
-        start = 0
+        start, stored = 0, self._to_read(columns)
         for group in range(self.parquet.num_row_groups):
-            table = self.parquet.read_row_group(group, columns=columns)
-            yield self._kept(table, start)
+            table = self.parquet.read_row_group(group, columns=stored)
+            yield self._shaped(self._kept(table, start), columns)
             start += table.num_rows
 
     def read(self, columns: list[str] | None = None) -> pa.Table:
         """Every row at once (of the top-level `columns` only, if given)."""
-        return self._kept(self.parquet.read(columns=columns), 0)
+        return self._shaped(self._kept(self.parquet.read(columns=self._to_read(columns)), 0),
+                            columns)
+
+    def _to_read(self, columns: list[str] | None) -> list[str] | None:
+        if columns is None:
+            return None if self.constants is None else [
+                f.name for f in self.parquet.schema_arrow
+                if self.stored_name(self.names.get(f.name, f.name)) is not None]
+        return [n for n in map(self.stored_name, columns) if n is not None]
+
+    def _shaped(self, table: pa.Table, columns: list[str] | None) -> pa.Table:
+        """Stored columns under the table's names, the constants added, in `columns` order."""
+        if not self.names and self.constants is None:
+            return table
+        table = table.rename_columns([self.names.get(n, n) for n in table.column_names])
+        for name in ([] if self.constants is None else self.constants.column_names):
+            if columns is None or name in columns:
+                value = self.constants[name][0]
+                table = table.append_column(self.constants.schema.field(name),
+                                            pa.repeat(value, table.num_rows))
+        return table.select(columns if columns is not None else self.schema.names)
 
     def _kept(self, table: pa.Table, start: int) -> pa.Table:
         """`table`, the stored rows from position `start` on, without the deleted ones."""
@@ -72,6 +116,11 @@ def open_rows(table: Store, rel_path: str, reading: tuple[str, ...] = (), whole:
     if not reading:
         return Rows(table.open_parquet(rel_path, whole=whole))
     kind, *args = reading
+    if kind == TABLE_COLUMNS:
+        names, stream, *inner = args
+        rows = open_rows(table, rel_path, tuple(inner), whole)
+        return Rows(rows.parquet, rows.deleted, json.loads(names), pa.ipc.open_stream(
+            base64.b64decode(stream)).read_all() if stream else None)
     if kind == POSITION_DELETES:
         data_uri, *delete_uris = args
         return Rows(table.open_parquet(rel_path, whole=whole),

@@ -164,7 +164,7 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
         report.statistic_failures, report.frequencies = [], {}
         try:
             _table_version(layout, good, previous, report, settings, invoker, progress, lease,
-                           snapshot.columns, at)
+                           snapshot.schema, at)
             break
         except (OSError, pa.ArrowException) as e:   # what the version wrote is gone
             if previous is None:
@@ -277,7 +277,7 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
 
 def _index(layout: Layout, version: str, previous: _Previous | None, removed: set[str],
            added: list[DataFile], settings: Settings, report: Report,
-           columns: tuple[str, ...] | None
+           format_schema: pa.Schema | None
            ) -> tuple[pa.Table, pa.Schema, list[tuple[DataFile, pa.Schema]]]:
     """The version's partition index and table schema, and the added partitions' schemas;
     the user-defined statistics that failed on them go to the report. Added partitions are
@@ -300,8 +300,11 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
         added_schemas += schemas
         known += [(f.rel_path, s) for f, s in schemas]
         table_schema = reduce.table_schema(known)
-        if columns is not None:      # the format's schema: files may hold more
-            table_schema = pa.schema([f for f in table_schema if f.name in columns])
+        if format_schema is not None:
+            # the format's columns, in its order: files may hold more (dropped) or fewer (a
+            # column no file holds yet, or an empty table's: its rows are nulls)
+            table_schema = pa.schema([table_schema.field(f.name) if f.name in table_schema.names
+                                      else f for f in format_schema])
         built = index.build(stats, table_schema, membership.collect(
             layout, stats, settings.partition.bloom_min_distinct, pack))
         new_index = index.combine(new_index, index_schema, built, table_schema)
@@ -313,7 +316,7 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
 def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
                    report: Report, settings: Settings, invoker: Invoker,
                    progress: Progress | None, lease: publish.Lease,
-                   columns: tuple[str, ...] | None, at: Callable[[str], None]) -> None:
+                   format_schema: pa.Schema | None, at: Callable[[str], None]) -> None:
     kept = previous.entries if previous else {}
     added = [f for p, f in sorted(good.items()) if kept.get(p, {}).get("fingerprint")
              != f.fingerprint]
@@ -323,7 +326,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
     out = layout.version(version)
     try:
         new_index, table_schema, added_schemas = _index(layout, version, previous, removed,
-                                                        added, settings, report, columns)
+                                                        added, settings, report, format_schema)
         table_stats, sketches_stale = _summarize(layout, new_index, table_schema, good, added,
                                                  removed, previous, settings)
         rows = table_stats.statistics.to_pylist()

@@ -66,7 +66,7 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
                               "be read exactly here (read the table with the format's Spark "
                               "connector)")
         files = {f.rel_path: f for f in snapshot.files}
-        return _through_arrow(spark, table, [files[rel] for rel in kept], snapshot.columns,
+        return _through_arrow(spark, table, [files[rel] for rel in kept], snapshot.schema,
                               next(iter(snapshot.files), None))
     if table.is_s3 and not _has_s3a(spark):
         return _through_arrow(spark, table, [DataFile(rel, 0, "") for rel in kept])
@@ -105,15 +105,17 @@ def _has_s3a(spark) -> bool:
 
 
 def _through_arrow(spark, table: Store, kept: list[DataFile],
-                   columns: tuple[str, ...] | None = None, first: DataFile | None = None):
-    """`columns`: the table's, when its files may hold more (formats.Snapshot.columns);
-    `first`: the file whose columns an empty frame takes (else the first one listed)."""
+                   schema: pa.Schema | None = None, first: DataFile | None = None):
+    """`schema`: the table's, when the format says (formats.Snapshot.schema); `first`: the
+    file whose columns an empty frame takes otherwise (else the first one listed)."""
+    columns = None if schema is None else schema.names
     parts = []
     for file in kept:
         rows = open_rows(table, file.rel_path, file.reading).read()
         parts.append(_as_table(rows, file, columns))
     if not parts:
-        return _empty(spark, table, columns, first)
+        return _frame(spark, schema.empty_table()) if schema is not None \
+            else _empty(spark, table, first)
     return _frame(spark, pa.concat_tables(parts, promote_options="permissive"))
 
 
@@ -124,7 +126,7 @@ def _frame(spark, rows: pa.Table):
         [f.with_type(ty.value_type(f.type)) for f in rows.schema])))
 
 
-def _as_table(rows: pa.Table, file: DataFile, columns: tuple[str, ...] | None) -> pa.Table:
+def _as_table(rows: pa.Table, file: DataFile, columns: list[str] | None) -> pa.Table:
     """A file's rows with the partition values it does not hold as (string) columns, as in
     Spark, and only the table's columns."""
     for name, value in file.partition_values.items():
@@ -134,11 +136,10 @@ def _as_table(rows: pa.Table, file: DataFile, columns: tuple[str, ...] | None) -
     return rows if columns is None else rows.select([c for c in columns if c in rows.column_names])
 
 
-def _empty(spark, table: Store, columns: tuple[str, ...] | None = None,
-           first: DataFile | None = None):
+def _empty(spark, table: Store, first: DataFile | None = None):
     """No file can match: an empty DataFrame with the table's columns."""
     first = first or next(iter(table.list_files()), None)
     if first is None:
         return spark.createDataFrame([], "value string")
     schema = pq.read_schema(table.fs.open_input_file(table.path(first.rel_path)))
-    return _frame(spark, _as_table(schema.empty_table(), first, columns))
+    return _frame(spark, _as_table(schema.empty_table(), first, None))

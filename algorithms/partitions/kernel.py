@@ -11,7 +11,6 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakestats.algorithms.partitions.column_stats import ColumnStats
 from lakestats.core import udf
@@ -59,7 +58,7 @@ def compute(table: Store, rel_path: str, settings: PartitionSettings = Partition
         raise PartitionError(f"{rel_path}: {e}") from e
     statistics = udf.load(settings.statistics)
     rows, frequencies, binned, failed = [], [], [], {}
-    for batch in _column_batches(data.parquet, data_schema):
+    for batch in _column_batches(data):
         fields = [data_schema.field(k) for k in batch]
         for field, (row, counts, histogram, errors) in _columns(data, fields, settings,
                                                                  statistics, rel_path):
@@ -76,14 +75,18 @@ def compute(table: Store, rel_path: str, settings: PartitionSettings = Partition
                           histograms.histograms_table(binned), data.num_rows)
 
 
-def _column_batches(parquet: pq.ParquetFile, data_schema: pa.Schema) -> Iterator[list[int]]:
+def _column_batches(data: Rows) -> Iterator[list[int]]:
     """The top-level columns in runs decoding to about READ_BATCH_BYTES in the whole file (a
     batch's value counts are held together): a wide file costs a few reads per row group, not
-    one per column; a column larger than that is read alone, as before."""
-    meta = parquet.metadata
-    top = {name: k for k, name in enumerate(data_schema.names)}
-    leaf_top = [_top_level(meta.schema.column(j).path, top) for j in range(meta.num_columns)]
-    sizes = np.zeros(len(top) + 1, np.int64)          # the last: leaves of no known column
+    one per column; a column larger than that is read alone, as before. A column the file
+    does not store (formats.rows: a partition value) costs nothing."""
+    meta = data.parquet.metadata
+    unknown = len(data.schema)
+    top = {stored: k for k, name in enumerate(data.schema.names)
+           if (stored := data.stored_name(name)) is not None}
+    leaf_top = [_top_level(meta.schema.column(j).path, top, unknown)
+                for j in range(meta.num_columns)]
+    sizes = np.zeros(unknown + 1, np.int64)           # the last: leaves of no known column
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         np.add.at(sizes, leaf_top, [group.column(j).total_uncompressed_size
@@ -91,13 +94,13 @@ def _column_batches(parquet: pq.ParquetFile, data_schema: pa.Schema) -> Iterator
     yield from runs(enumerate(sizes[:-1].tolist()), READ_BATCH_BYTES)
 
 
-def _top_level(path: str, top: dict[str, int]) -> int:
+def _top_level(path: str, top: dict[str, int], unknown: int) -> int:
     """The top-level column of a leaf's dotted path (names may hold dots themselves)."""
     parts = path.split(".")
     for i in range(len(parts), 0, -1):
         if ".".join(parts[:i]) in top:
             return top[".".join(parts[:i])]
-    return len(top)
+    return unknown
 
 
 def _columns(data: Rows, fields: list[pa.Field], settings: PartitionSettings,
