@@ -59,3 +59,23 @@ def test_exact_quantiles_of_a_view_column(table, capsys):
         assert main(["quantiles", str(table), column, "0", "0.5", "1", "--exact", "--json"]) == 0
         answers[column] = json.loads(capsys.readouterr().out)["quantiles"]
     assert answers["s"] == answers["s_view"]
+
+
+def test_one_column_stored_in_several_forms_merges_exactly(tmp_path, run):
+    """Files that store one column as string, string_view and large_string (and binary's
+    forms): one table column, its statistics those of the rows read as plain strings (delta-rs
+    writes string_view beside string after a delete)."""
+    from tests.oracle import check_everything
+    parts = [part(seed) for seed in range(3)]
+    plain = pa.schema([("s", pa.string()), ("b", pa.binary())])
+    for k, (s, b) in enumerate([("s_view", "b_view"), ("s", "b"), ("s_large", "b_large")]):
+        write(tmp_path / "t" / f"part-{k}.parquet",
+              pa.table({"s": parts[k][s], "b": parts[k][b]}))
+    run(tmp_path / "t")
+    oracle = tmp_path / "oracle"
+    oracle.mkdir()
+    write(oracle / "rows.parquet", pa.concat_tables(
+        pa.table({"s": p["s"], "b": p["b"]}).cast(plain) for p in parts))
+    stats = StatisticsReader(f"{tmp_path / 't'}/_lakestats")
+    assert stats.schema().names == ["s", "b"]
+    assert check_everything(oracle, stats, ["rows.parquet"], None, plain) == 2

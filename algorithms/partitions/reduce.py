@@ -78,10 +78,15 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
     Irreconcilable types name the column and both files."""
     by_id = {id(s): s for _, s in sorted(parts, key=lambda p: p[0])}  # shared objects: cheap
     schemas = list(dict.fromkeys(by_id.values()))
-    try:
-        return pa.unify_schemas(schemas, promote_options="permissive") if schemas else pa.schema([])
-    except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
+    if not schemas:
+        return pa.schema([])
+    # one logical type stored as several physical ones (delta-rs writes string_view beside
+    # string after a delete): the views are their large forms, which every form widens to
+    for attempt in (schemas, [_without_views(s) for s in schemas]):
+        try:
+            return pa.unify_schemas(attempt, promote_options="permissive")
+        except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
     seen: dict[str, tuple[pa.DataType, str]] = {}
     for path, part_schema in sorted(parts, key=lambda p: p[0]):
         for field in part_schema:
@@ -97,6 +102,11 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
             else:
                 seen[field.name] = (field.type, path)
     raise SchemaDriftError("partitions' schemas cannot be reconciled")
+
+
+def _without_views(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(ty.value_type(f.type)) if pa.types.is_string_view(f.type)
+                      or pa.types.is_binary_view(f.type) else f for f in schema])
 
 
 @dataclass
