@@ -27,9 +27,11 @@ FORMATS = ("parquet", "iceberg", "delta", "hudi")
 POSITION_DELETES = "iceberg-position-deletes"    # data file URI, its delete files' URIs
 DELETION_VECTOR = "delta-deletion-vector"        # version, data file URI, deleted row count
 FILE_SLICE = "hudi-file-slice"                   # base file, log files (relative paths)
-# wraps another way of reading: the table's names for stored columns ({stored: name}, JSON),
-# the values of columns the file does not store (its partition values, a one-row Arrow IPC
-# stream in base64; "" for none), then the reading wrapped
+# wraps another way of reading: how the file's columns map to the table's (JSON: "names",
+# stored -> table name; "ids", Iceberg field id -> table name), then two one-row Arrow IPC
+# streams in base64 ("" for none): values of columns the file does not store (partition
+# values), and defaults of columns a file may lack (Iceberg's initial-default); then the
+# reading wrapped
 TABLE_COLUMNS = "table-columns"
 
 
@@ -109,15 +111,17 @@ def open_snapshot(table_uri: str, selection: Selection = Selection()) -> Snapsho
                           "(pip install 'lakestats[formats]')") from e
 
 
-def relative(table: Store, location: str, path: str) -> str:
+def relative(table: Store, location: str, path: str, encoded: bool = False) -> str:
     """A data file's path relative to the table root, from the format's own path of it (an
     absolute URI under `location`, the table's location as the format records it, or a
-    relative one)."""
+    relative one). `encoded`: the format writes paths URI-encoded (Delta), not literally
+    (Iceberg: a partition on a timestamptz has `%3A` in its folder names)."""
+    decoded = unquote if encoded else str
     if "://" not in path and not path.startswith("/"):
-        return unquote(path)
+        return decoded(path)
     for base in {_bare(location), _bare(table.uri if table.is_s3 else table.root)}:
         if _bare(path).startswith(base + "/"):
-            return _bare(path)[len(base) + 1:]
+            return decoded(_bare(path)[len(base) + 1:])
     raise FormatError(f"{path}: the data file lies outside the table root {table.uri}")
 
 
@@ -141,20 +145,35 @@ def data_file(rel_path: str, size: int, format_name: str, partition: dict | None
     return DataFile(rel_path, size, f"{format_name}:{how}", values, reading)
 
 
-def with_table_columns(reading: tuple[str, ...], names: dict[str, str],
-                       constants: pa.Table | None) -> tuple[str, ...]:
-    """`reading` with the table's names of stored columns (`names`: stored -> table) and
-    the columns of one-row `constants` added (formats.rows applies them)."""
-    if not names and (constants is None or not constants.num_columns):
+def with_table_columns(reading: tuple[str, ...], names: dict[str, str] | None = None,
+                       constants: pa.Table | None = None, ids: dict[int, str] | None = None,
+                       defaults: pa.Table | None = None) -> tuple[str, ...]:
+    """`reading` with the file's columns mapped to the table's (`names`: stored name -> table
+    name; `ids`: field id -> table name, a stored column whose id is not there dropped), the
+    columns of one-row `constants` added, and those of one-row `defaults` added where the file
+    lacks them (formats.rows applies them)."""
+    if not (names or ids or _columns(constants) or _columns(defaults)):
         return reading
-    stream = ""
-    if constants is not None and constants.num_columns:
-        constants = constants.cast(pa.schema([f.remove_metadata() for f in constants.schema]))
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, constants.schema) as writer:
-            writer.write_table(constants)
-        stream = base64.b64encode(sink.getvalue().to_pybytes()).decode()
-    return (TABLE_COLUMNS, json.dumps(names, sort_keys=True), stream, *reading)
+    spec = {"names": names or {}, **({"ids": {str(k): v for k, v in ids.items()}} if ids
+                                     else {})}
+    return (TABLE_COLUMNS, json.dumps(spec, sort_keys=True), _ipc(constants), _ipc(defaults),
+            *reading)
+
+
+def _columns(table: pa.Table | None) -> int:
+    return 0 if table is None else table.num_columns
+
+
+def _ipc(table: pa.Table | None) -> str:
+    """A one-row table as an Arrow IPC stream in base64, its field metadata left out ("" for
+    none)."""
+    if not _columns(table):
+        return ""
+    table = table.cast(pa.schema([f.remove_metadata() for f in table.schema]))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return base64.b64encode(sink.getvalue().to_pybytes()).decode()
 
 
 def s3_options() -> dict:

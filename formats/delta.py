@@ -54,7 +54,7 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
     masks = vectors["selection_vector"].combine_chunks()
     counts = np.bincount(pc.list_parent_indices(masks).to_numpy()[
         ~pc.list_flatten(masks).to_numpy(zero_copy_only=False)], minlength=len(masks))
-    deleted = {relative(table, delta.table_uri, path): (path, str(n))
+    deleted = {relative(table, delta.table_uri, path, encoded=True): (path, str(n))
                for path, n in zip(vectors["filepath"].to_pylist(), counts.tolist())}
     files = []
     typed = actions["partition"].combine_chunks() if "partition" in actions.column_names \
@@ -63,7 +63,7 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
     names = stored_names(delta.schema())
     for i, (path, size, partition) in enumerate(zip(
             actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), partitions)):
-        rel = relative(table, delta.table_uri, path)
+        rel = relative(table, delta.table_uri, path, encoded=True)
         reading = (DELETION_VECTOR, str(version), *deleted[rel]) if rel in deleted else ()
         constants = None if typed is None else pa.Table.from_struct_array(typed.slice(i, 1))
         files.append(data_file(rel, size, "delta", partition or {},

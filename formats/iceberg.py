@@ -3,6 +3,9 @@
 The table is found by its location (the newest metadata/*.metadata.json, by the version
 number its name starts with) or through a SQL catalog (--catalog URI --table-name NS.NAME,
 --catalog-name for a catalog not called "default").
+Columns are the snapshot schema's, matched in files by field id (a renamed column is one
+column, a dropped one is gone even if a new column takes its name), and a column added with an
+initial-default has that value in older files' rows (formats.rows).
 Position deletes are read by the worker (formats.rows), so counts and bounds stay exact;
 equality deletes make a file inexact: its statistics still bound its rows (deletes only take
 rows away) but overcount them.
@@ -14,8 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
+import pyarrow as pa
+
 from lakestats.formats import (POSITION_DELETES, FormatError, Selection, Snapshot, data_file,
-                               listed, relative, s3_options)
+                               listed, relative, s3_options, with_table_columns)
 from lakestats.metastore.store import Store
 
 
@@ -146,6 +151,9 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
         else:       # equality deletes: the newest per partition, or global when unpartitioned
             key = None if specs[f.spec_id].is_unpartitioned() else (f.spec_id, f.partition)
             newest[key] = max(newest.get(key, 0), entry.sequence_number or 0)
+    schema = iceberg.schemas().get(picked.schema_id, iceberg.schema())
+    arrow_schema, defaults = _columns(schema)
+    ids = {f.field_id: f.name for f in schema.fields}
     files, inexact = [], {}
     for m in found:
         names = [p.name for p in specs[m.spec_id].fields]
@@ -157,8 +165,25 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
             if max(newest.get(None, 0), newest.get((f.spec_id, f.partition), 0)) > sequence:
                 inexact[rel] = "equality deletes not applied: counts include deleted rows"
             files.append(data_file(rel, f.file_size_in_bytes, "iceberg",
-                                   dict(zip(names, f.partition)),
-                                   (POSITION_DELETES, f.file_path, *position_files)
-                                   if position_files else ()))
+                                   dict(zip(names, f.partition)), with_table_columns(
+                                       (POSITION_DELETES, f.file_path, *position_files)
+                                       if position_files else (), ids=ids, defaults=defaults)))
     return Snapshot("iceberg", str(picked.snapshot_id), sorted(files, key=lambda d: d.rel_path),
-                    picked.timestamp_ms, inexact, _described(iceberg, picked, found))
+                    picked.timestamp_ms, inexact, _described(iceberg, picked, found),
+                    arrow_schema)
+
+
+def _columns(schema) -> tuple[pa.Schema, pa.Table | None]:
+    """The snapshot schema's columns in Arrow, and the initial-default of those that have one
+    (the value of their rows in files written before they were added): a one-row table."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+    arrow = schema_to_pyarrow(schema)
+    arrow = pa.schema([f.remove_metadata() for f in arrow])
+    given = [f for f in schema.fields if f.initial_default is not None]
+    try:
+        defaults = pa.table({f.name: pa.array([f.initial_default], arrow.field(f.name).type)
+                             for f in given}) if given else None
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise FormatError(f"Iceberg column default of {[f.name for f in given]} not read: "
+                          f"{e}") from e
+    return arrow, defaults

@@ -7,9 +7,11 @@ A file is read as it is, except:
 - a Hudi merge-on-read slice with log files: hudi-rs reads it merged, and the merged rows
   are read, as an in-memory Parquet file;
 - columns as the table names them (Delta column mapping: a file stores `col-5f42...` for the
-  table's `Company`), and columns the file does not store, its partition values (Delta's
-  partitionValues, typed): each a column of that one value, so that they get every
-  statistic (TABLE_COLUMNS).
+  table's `Company`; Iceberg: by field id, so that a renamed column is the same column and a
+  dropped one, even if re-added under its name, is gone), and columns the file does not
+  store: its partition values (Delta's partitionValues, typed) and the defaults of columns
+  added after it was written (Iceberg's initial-default), each a column of that one value, so
+  that they get every statistic (TABLE_COLUMNS).
 """
 from __future__ import annotations
 
@@ -34,17 +36,19 @@ from lakestats.metastore.store import Store
 class Rows:
     """A data file's rows: those of `parquet` (a merged Hudi slice: in memory) but the ones at
     the `deleted` positions (sorted, unique; None: none), its columns named as `names` says
-    (stored -> table name), and `constants`' columns (one row) added to every row."""
+    (stored -> table name) but the `dropped` ones, and `constants`' columns (one row) added to
+    every row."""
     parquet: pq.ParquetFile
     deleted: np.ndarray | None = None
     names: dict[str, str] = field(default_factory=dict)
     constants: pa.Table | None = None
+    dropped: frozenset[str] = frozenset()
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
-        stored = self.parquet.schema_arrow
         added = [] if self.constants is None else list(self.constants.schema)
-        own = [f.with_name(self.names.get(f.name, f.name)) for f in stored]
+        own = [f.with_name(self.names.get(f.name, f.name)) for f in self.parquet.schema_arrow
+               if f.name not in self.dropped]
         return pa.schema([f for f in own if f.name not in {a.name for a in added}] + added)
 
     def stored_name(self, name: str) -> str | None:
@@ -79,14 +83,14 @@ class Rows:
 
     def _to_read(self, columns: list[str] | None) -> list[str] | None:
         if columns is None:
-            return None if self.constants is None else [
-                f.name for f in self.parquet.schema_arrow
-                if self.stored_name(self.names.get(f.name, f.name)) is not None]
+            return None if self.constants is None and not self.dropped else [
+                f.name for f in self.parquet.schema_arrow if f.name not in self.dropped
+                and self.stored_name(self.names.get(f.name, f.name)) is not None]
         return [n for n in map(self.stored_name, columns) if n is not None]
 
     def _shaped(self, table: pa.Table, columns: list[str] | None) -> pa.Table:
         """Stored columns under the table's names, the constants added, in `columns` order."""
-        if not self.names and self.constants is None:
+        if not self.names and self.constants is None and not self.dropped:
             return table
         table = table.rename_columns([self.names.get(n, n) for n in table.column_names])
         for name in ([] if self.constants is None else self.constants.column_names):
@@ -117,10 +121,9 @@ def open_rows(table: Store, rel_path: str, reading: tuple[str, ...] = (), whole:
         return Rows(table.open_parquet(rel_path, whole=whole))
     kind, *args = reading
     if kind == TABLE_COLUMNS:
-        names, stream, *inner = args
-        rows = open_rows(table, rel_path, tuple(inner), whole)
-        return Rows(rows.parquet, rows.deleted, json.loads(names), pa.ipc.open_stream(
-            base64.b64decode(stream)).read_all() if stream else None)
+        spec, constants, defaults, *inner = args
+        return _mapped(open_rows(table, rel_path, tuple(inner), whole), json.loads(spec),
+                       _one_row(constants), _one_row(defaults))
     if kind == POSITION_DELETES:
         data_uri, *delete_uris = args
         return Rows(table.open_parquet(rel_path, whole=whole),
@@ -130,6 +133,34 @@ def open_rows(table: Store, rel_path: str, reading: tuple[str, ...] = (), whole:
     if kind == FILE_SLICE:
         return Rows(_merged_slice(table, *args))
     raise FormatError(f"{rel_path}: unknown way of reading {kind!r} (a newer coordinator?)")
+
+
+def _mapped(rows: Rows, spec: dict, constants: pa.Table | None, defaults: pa.Table | None
+            ) -> Rows:
+    """The file's rows with its columns mapped to the table's (formats.TABLE_COLUMNS)."""
+    names, dropped = dict(spec["names"]), set()
+    stored = rows.parquet.schema_arrow
+    ids = [(f.name, (f.metadata or {}).get(b"PARQUET:field_id")) for f in stored]
+    if "ids" in spec and any(i is not None for _, i in ids):   # else by name (name mapping)
+        for name, i in ids:
+            mapped = None if i is None else spec["ids"].get(i.decode())
+            if mapped is None:
+                dropped.add(name)
+            else:
+                names[name] = mapped
+    if defaults is not None:
+        held = {names.get(f.name, f.name) for f in stored if f.name not in dropped}
+        lacking = [n for n in defaults.column_names if n not in held]
+        if lacking:
+            extra = defaults.select(lacking)
+            constants = extra if constants is None else pa.Table.from_arrays(
+                constants.columns + extra.columns, schema=pa.schema(
+                    list(constants.schema) + list(extra.schema)))
+    return Rows(rows.parquet, rows.deleted, names, constants, frozenset(dropped))
+
+
+def _one_row(stream: str) -> pa.Table | None:
+    return pa.ipc.open_stream(base64.b64decode(stream)).read_all() if stream else None
 
 
 def deleted_positions(data_uri: str, delete_uris: list[str]) -> np.ndarray:

@@ -13,9 +13,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from lakestats.formats import FormatError, Selection
+from lakestats.formats import FormatError, Selection, relative
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import NotPublished, StatisticsReader
+from lakestats.metastore.store import Store
 from lakestats.monostore.compute import compute
 from tests.oracle import check_everything
 from tests.oracle_data import adversarial
@@ -83,6 +84,40 @@ def partitioned_iceberg(warehouse: Path, name: str):
     table.append(batch(0))
     table.append(batch(1))
     return catalog, table
+
+
+def test_iceberg_columns_by_field_id_and_initial_default(invoker, settings, tmp_path):
+    """Schema evolution as Iceberg defines it, each snapshot against pyiceberg's own read: a
+    renamed column keeps its statistics, a dropped one is gone even when a new column takes
+    its name, a column added with a default has it in older files' rows, int widens to long."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.types import IntegerType, LongType, StringType
+    catalog = SqlCatalog("test", uri=f"sqlite:///{tmp_path}/catalog.db",
+                         warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("lake")
+    first = batch(0).select(["i32", "i64", "text", "day"])
+    table = catalog.create_table("lake.evolving", schema=first.schema)
+    table.append(first)
+    with table.update_schema() as update:
+        update.rename_column("i64", "renamed")
+        update.delete_column("text")
+        update.update_column("i32", LongType())
+    with table.update_schema() as update:
+        update.add_column("text", StringType())                    # a new column, old name
+        update.add_column("level", IntegerType(), default_value=7)
+    table = catalog.load_table("lake.evolving")
+    later = batch(1)
+    table.append(pa.table({"i32": later["i32"].cast(pa.int64()), "renamed": later["i64"],
+                           "day": later["day"], "text": later["text"],
+                           "level": pa.array(range(later.num_rows), pa.int32())}))
+    table = catalog.load_table("lake.evolving")
+    root = table.location().removeprefix("file://")
+    compute_snapshot(root, invoker, settings)
+    rows = table.scan().to_arrow()
+    assert rows["level"].null_count == 0
+    assert rows["text"].null_count == first.num_rows + later["text"].null_count
+    check_snapshot(Layout.of_table(root).uri, str(table.current_snapshot().snapshot_id), rows,
+                   tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -383,3 +418,17 @@ def test_spark_reads_the_rows_the_format_defines(iceberg, delta, spark, invoker,
         "SELECT i32 FROM t").read_all())
     got = spark_bridge.sql(spark, "SELECT i32 FROM t", {"t": str(moved)}).collect()
     assert sorted((r[0] for r in got), key=repr) == sorted(now["i32"].to_pylist(), key=repr)
+
+
+def test_paths_are_literal_in_iceberg_and_uri_encoded_in_delta(tmp_path):
+    """Iceberg writes data-file paths literally (a partition on a timestamptz has `%3A` in
+    its folder names); Delta writes them URI-encoded (a folder `c%20d` is `c%2520d` in its
+    log), whether relative or absolute."""
+    table = Store(str(tmp_path))
+    folder = "data/ts=1970-01-01T00%3A00%3A00%2B00%3A00/s=a+b/f.parquet"
+    for path in (folder, f"file://{tmp_path}/{folder}", f"{tmp_path}/{folder}"):
+        assert relative(table, f"file://{tmp_path}", path) == folder
+    for path in ("city=c%2520d/f.parquet", f"file://{tmp_path}/city=c%2520d/f.parquet"):
+        assert relative(table, str(tmp_path), path, encoded=True) == "city=c%20d/f.parquet"
+    with pytest.raises(FormatError, match="outside the table root"):
+        relative(table, str(tmp_path), "/elsewhere/f.parquet")
