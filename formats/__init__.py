@@ -28,7 +28,8 @@ POSITION_DELETES = "iceberg-position-deletes"    # data file URI, its delete fil
 DELETION_VECTOR = "delta-deletion-vector"        # version, data file URI, deleted row count
 FILE_SLICE = "hudi-file-slice"                   # base file, log files (relative paths)
 # wraps another way of reading: how the file's columns map to the table's (JSON: "names",
-# stored -> table name; "ids", Iceberg field id -> table name), then two one-row Arrow IPC
+# stored -> table name; "ids", Iceberg field id -> table name; "zones", table name -> the time
+# zone of a timestamp the table adjusts to UTC), then two one-row Arrow IPC
 # streams in base64 ("" for none): values of columns the file does not store (partition
 # values), and defaults of columns a file may lack (Iceberg's initial-default); then the
 # reading wrapped
@@ -147,15 +148,20 @@ def data_file(rel_path: str, size: int, format_name: str, partition: dict | None
 
 def with_table_columns(reading: tuple[str, ...], names: dict[str, str] | None = None,
                        constants: pa.Table | None = None, ids: dict[int, str] | None = None,
-                       defaults: pa.Table | None = None) -> tuple[str, ...]:
+                       defaults: pa.Table | None = None, schema: pa.Schema | None = None
+                       ) -> tuple[str, ...]:
     """`reading` with the file's columns mapped to the table's (`names`: stored name -> table
     name; `ids`: field id -> table name, a stored column whose id is not there dropped), the
     columns of one-row `constants` added, and those of one-row `defaults` added where the file
-    lacks them (formats.rows applies them)."""
-    if not (names or ids or _columns(constants) or _columns(defaults)):
+    lacks them; a timestamp the file stores without a zone is in the zone that the table's
+    `schema` gives it (Spark's INT96: UTC-adjusted values, no zone in the file). formats.rows
+    applies them."""
+    zones = {f.name: f.type.tz for f in schema or []
+             if pa.types.is_timestamp(f.type) and f.type.tz}
+    if not (names or ids or zones or _columns(constants) or _columns(defaults)):
         return reading
     spec = {"names": names or {}, **({"ids": {str(k): v for k, v in ids.items()}} if ids
-                                     else {})}
+                                     else {}), **({"zones": zones} if zones else {})}
     return (TABLE_COLUMNS, json.dumps(spec, sort_keys=True), _ipc(constants), _ipc(defaults),
             *reading)
 

@@ -60,15 +60,15 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
     typed = actions["partition"].combine_chunks() if "partition" in actions.column_names \
         else None
     partitions = typed.to_pylist() if typed is not None else [None] * actions.num_rows
-    names = stored_names(delta.schema())
+    names, schema = stored_names(delta.schema()), pa.schema(delta.schema().to_arrow())
     for i, (path, size, partition) in enumerate(zip(
             actions["path"].to_pylist(), actions["size_bytes"].to_pylist(), partitions)):
         rel = relative(table, delta.table_uri, path, encoded=True)
         reading = (DELETION_VECTOR, str(version), *deleted[rel]) if rel in deleted else ()
         constants = None if typed is None else pa.Table.from_struct_array(typed.slice(i, 1))
         files.append(data_file(rel, size, "delta", partition or {},
-                               with_table_columns(reading, names, constants)))
+                               with_table_columns(reading, names, constants, schema=schema)))
     when = next((h.get("timestamp") for h in delta.history() if h.get("version") == version),
                 None)
     return Snapshot("delta", str(version), sorted(files, key=lambda f: f.rel_path), when,
-                    schema=pa.schema(delta.schema().to_arrow()))
+                    schema=schema)

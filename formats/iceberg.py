@@ -167,7 +167,8 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
             files.append(data_file(rel, f.file_size_in_bytes, "iceberg",
                                    dict(zip(names, f.partition)), with_table_columns(
                                        (POSITION_DELETES, f.file_path, *position_files)
-                                       if position_files else (), ids=ids, defaults=defaults)))
+                                       if position_files else (), ids=ids, defaults=defaults,
+                                       schema=arrow_schema)))
     return Snapshot("iceberg", str(picked.snapshot_id), sorted(files, key=lambda d: d.rel_path),
                     picked.timestamp_ms, inexact, _described(iceberg, picked, found),
                     arrow_schema)

@@ -31,6 +31,8 @@ from lakestats.formats import (DELETION_VECTOR, FILE_SLICE, POSITION_DELETES, TA
                                FormatError, Selection)
 from lakestats.metastore.store import Store
 
+SPARK_VERSION = b"org.apache.spark.version"       # the footer key of files Spark wrote
+
 
 @dataclass
 class Rows:
@@ -43,13 +45,19 @@ class Rows:
     names: dict[str, str] = field(default_factory=dict)
     constants: pa.Table | None = None
     dropped: frozenset[str] = frozenset()
+    zones: dict[str, str] = field(default_factory=dict)    # table name -> a naive one's zone
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
         added = [] if self.constants is None else list(self.constants.schema)
-        own = [f.with_name(self.names.get(f.name, f.name)) for f in self.parquet.schema_arrow
-               if f.name not in self.dropped]
+        own = [self._zoned(f.with_name(self.names.get(f.name, f.name)))
+               for f in self.parquet.schema_arrow if f.name not in self.dropped]
         return pa.schema([f for f in own if f.name not in {a.name for a in added}] + added)
+
+    def _zoned(self, f: pa.Field) -> pa.Field:
+        if f.name in self.zones and pa.types.is_timestamp(f.type) and f.type.tz is None:
+            return f.with_type(pa.timestamp(f.type.unit, self.zones[f.name]))
+        return f
 
     def stored_name(self, name: str) -> str | None:
         """The file's name of a column of `schema` (None: a constant, not stored)."""
@@ -90,9 +98,12 @@ class Rows:
 
     def _shaped(self, table: pa.Table, columns: list[str] | None) -> pa.Table:
         """Stored columns under the table's names, the constants added, in `columns` order."""
-        if not self.names and self.constants is None and not self.dropped:
+        if not self.names and self.constants is None and not self.dropped and not self.zones:
             return table
         table = table.rename_columns([self.names.get(n, n) for n in table.column_names])
+        zoned = pa.schema([self._zoned(f) for f in table.schema])
+        if zoned != table.schema:       # (a cast of no column would lose the row count)
+            table = table.cast(zoned)
         for name in ([] if self.constants is None else self.constants.column_names):
             if columns is None or name in columns:
                 value = self.constants[name][0]
@@ -118,7 +129,7 @@ def open_rows(table: Store, rel_path: str, reading: tuple[str, ...] = (), whole:
     whole=False when only some columns are read: on S3, a GET per column chunk read rather
     than one of the whole file."""
     if not reading:
-        return Rows(table.open_parquet(rel_path, whole=whole))
+        return Rows(data_parquet(table, rel_path, whole))
     kind, *args = reading
     if kind == TABLE_COLUMNS:
         spec, constants, defaults, *inner = args
@@ -126,13 +137,25 @@ def open_rows(table: Store, rel_path: str, reading: tuple[str, ...] = (), whole:
                        _one_row(constants), _one_row(defaults))
     if kind == POSITION_DELETES:
         data_uri, *delete_uris = args
-        return Rows(table.open_parquet(rel_path, whole=whole),
+        return Rows(data_parquet(table, rel_path, whole),
                     deleted_positions(data_uri, delete_uris))
     if kind == DELETION_VECTOR:
-        return Rows(table.open_parquet(rel_path, whole=whole), vector_positions(table, *args))
+        return Rows(data_parquet(table, rel_path, whole), vector_positions(table, *args))
     if kind == FILE_SLICE:
         return Rows(_merged_slice(table, *args))
     raise FormatError(f"{rel_path}: unknown way of reading {kind!r} (a newer coordinator?)")
+
+
+def data_parquet(table: Store, rel_path: str, whole: bool = True) -> pq.ParquetFile:
+    """A data file, opened. Spark writes timestamps as INT96 to the microsecond; read in
+    Arrow's default nanoseconds, one past 2262 (Spark's 9999-12-31) wraps around to 1816
+    (delta-rs reads them so): a Spark file's INT96 columns are read in microseconds."""
+    parquet = table.open_parquet(rel_path, whole=whole)
+    meta = parquet.metadata
+    if SPARK_VERSION in (meta.metadata or {}) and any(
+            meta.schema.column(j).physical_type == "INT96" for j in range(meta.num_columns)):
+        return table.open_parquet(rel_path, whole=whole, int96_unit="us")
+    return parquet
 
 
 def _mapped(rows: Rows, spec: dict, constants: pa.Table | None, defaults: pa.Table | None
@@ -156,7 +179,8 @@ def _mapped(rows: Rows, spec: dict, constants: pa.Table | None, defaults: pa.Tab
             constants = extra if constants is None else pa.Table.from_arrays(
                 constants.columns + extra.columns, schema=pa.schema(
                     list(constants.schema) + list(extra.schema)))
-    return Rows(rows.parquet, rows.deleted, names, constants, frozenset(dropped))
+    return Rows(rows.parquet, rows.deleted, names, constants, frozenset(dropped),
+                spec.get("zones", {}))
 
 
 def _one_row(stream: str) -> pa.Table | None:

@@ -295,13 +295,15 @@ class Store:
                                               columns=columns, filters=filters,
                                               page_checksum_verification=True))
 
-    def open_parquet(self, *parts: str, whole: bool = False) -> pq.ParquetFile:
+    def open_parquet(self, *parts: str, whole: bool = False, int96_unit: str | None = None
+                     ) -> pq.ParquetFile:
         """whole=True, for a file read entirely: one GET on S3 instead of one per column
-        chunk (a file of 16 columns in 4 row groups is 60-odd requests otherwise)."""
-        if whole and self.is_s3:
-            return pq.ParquetFile(pa.BufferReader(self.read_bytes(*parts)),
-                                  page_checksum_verification=True)
-        return pq.ParquetFile(self.open_input(*parts), page_checksum_verification=True)
+        chunk (a file of 16 columns in 4 row groups is 60-odd requests otherwise).
+        `int96_unit`: the unit INT96 timestamps are read in (Arrow's default: ns)."""
+        source = pa.BufferReader(self.read_bytes(*parts)) if whole and self.is_s3 \
+            else self.open_input(*parts)
+        return pq.ParquetFile(source, page_checksum_verification=True,
+                              coerce_int96_timestamp_unit=int96_unit)
 
     def delete_dir(self, *parts: str) -> None:
         try:

@@ -13,10 +13,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from lakestats.formats import FormatError, Selection, relative
+from lakestats.formats import FormatError, Selection
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import NotPublished, StatisticsReader
-from lakestats.metastore.store import Store
 from lakestats.monostore.compute import compute
 from tests.oracle import check_everything
 from tests.oracle_data import adversarial
@@ -84,40 +83,6 @@ def partitioned_iceberg(warehouse: Path, name: str):
     table.append(batch(0))
     table.append(batch(1))
     return catalog, table
-
-
-def test_iceberg_columns_by_field_id_and_initial_default(invoker, settings, tmp_path):
-    """Schema evolution as Iceberg defines it, each snapshot against pyiceberg's own read: a
-    renamed column keeps its statistics, a dropped one is gone even when a new column takes
-    its name, a column added with a default has it in older files' rows, int widens to long."""
-    from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.types import IntegerType, LongType, StringType
-    catalog = SqlCatalog("test", uri=f"sqlite:///{tmp_path}/catalog.db",
-                         warehouse=f"file://{tmp_path}")
-    catalog.create_namespace("lake")
-    first = batch(0).select(["i32", "i64", "text", "day"])
-    table = catalog.create_table("lake.evolving", schema=first.schema)
-    table.append(first)
-    with table.update_schema() as update:
-        update.rename_column("i64", "renamed")
-        update.delete_column("text")
-        update.update_column("i32", LongType())
-    with table.update_schema() as update:
-        update.add_column("text", StringType())                    # a new column, old name
-        update.add_column("level", IntegerType(), default_value=7)
-    table = catalog.load_table("lake.evolving")
-    later = batch(1)
-    table.append(pa.table({"i32": later["i32"].cast(pa.int64()), "renamed": later["i64"],
-                           "day": later["day"], "text": later["text"],
-                           "level": pa.array(range(later.num_rows), pa.int32())}))
-    table = catalog.load_table("lake.evolving")
-    root = table.location().removeprefix("file://")
-    compute_snapshot(root, invoker, settings)
-    rows = table.scan().to_arrow()
-    assert rows["level"].null_count == 0
-    assert rows["text"].null_count == first.num_rows + later["text"].null_count
-    check_snapshot(Layout.of_table(root).uri, str(table.current_snapshot().snapshot_id), rows,
-                   tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -232,35 +197,6 @@ def test_delta_versions(delta, invoker, settings, tmp_path):
     assert sorted(p["partition_values"]["part"] or "null" for p in first) == ["0", "null"]
 
 
-def test_delta_partition_columns_are_columns(invoker, settings, tmp_path):
-    """Partition columns of every type Delta partitions by, nulls among them, get every
-    statistic, equal to delta-rs' own read; `where` and `frequencies` answer on them."""
-    from deltalake import DeltaTable, QueryBuilder, write_deltalake
-    root = tmp_path / "by-everything"
-    keys = {"day": pa.array([None, "1970-01-01", "2024-02-29"], pa.string()).cast(pa.date32()),
-            "at": pa.array([0, None, -86_400_000_001], pa.timestamp("us", "UTC")),
-            "big": pa.array([-2**63, 2**63 - 1, None], pa.int64()),
-            # not "": delta-rs 1.6 reads an empty partition value as "" but lists it as null
-            "city": pa.array(["Zürich", "東京", None], pa.string()),
-            # not negative: delta-rs 1.6 writes -3.25 as the partition value '-3.-25'
-            "price": pa.array(["0.10", None, "3.25"], pa.string()).cast(pa.decimal128(9, 2)),
-            "flag": pa.array([True, None, False])}
-    for k in range(3):
-        n = 40 + k
-        data = {name: pa.repeat(values[k], n) for name, values in keys.items()}
-        write_deltalake(root, pa.table({"v": pa.array(range(n), pa.int64()), **data}),
-                        partition_by=list(keys), mode="append")
-    compute_snapshot(str(root), invoker, settings)
-    rows = pa.table(QueryBuilder().register("t", DeltaTable(root)).execute(
-        "SELECT * FROM t").read_all())
-    ts = check_snapshot(Layout.of_table(str(root)).uri, "2", rows, tmp_path)
-    assert set(keys) < set(ts.schema().names)
-    assert ts.partitions_with("city", "Zürich")["frequency_by_partition"] == {
-        p["path"]: 40 for p in ts.partitions() if p["partition_values"]["city"] == "Zürich"}
-    assert {v["value"]: v["frequency"] for v in ts.frequency_list("big")["values"]} == {
-        str(-2**63): 40, str(2**63 - 1): 41}
-
-
 def unzipped(zips: list[Path], tmp: Path, marker: str) -> list[Path]:
     """The table roots of zipped sample tables: the grandparents of the files that the glob
     `marker` finds."""
@@ -271,27 +207,6 @@ def unzipped(zips: list[Path], tmp: Path, marker: str) -> list[Path]:
         roots += [p.parent.parent for p in (tmp / sample.stem).glob(marker)
                   if "__MACOSX" not in str(p)]
     return roots
-
-
-def test_delta_deletion_vectors(invoker, settings, tmp_path):
-    """Every version of tables whose deletes are deletion vectors (written by Spark; delta-rs
-    cannot write them) against delta-rs' query engine, which applies them."""
-    from deltalake import DeltaTable, QueryBuilder
-    zips = sorted(DELTA_SAMPLES.glob("*.zip"))
-    roots = unzipped(zips, tmp_path, "_delta_log/00000000000000000000.json")
-    assert len(roots) == len(zips)
-    for root in roots:
-        stats_root = Layout.of_table(str(root)).uri
-        latest = DeltaTable(root).version()
-        for version in range(latest + 1):
-            report = compute_snapshot(str(root), invoker, settings, snapshot=str(version))
-            assert "inexact" not in report.snapshot
-            reader = DeltaTable(root, version=version)
-            rows = pa.table(QueryBuilder().register("t", reader).execute(
-                "SELECT * FROM t").read_all())
-            oracle = tmp_path / f"{root.name}-{version}"
-            oracle.mkdir()
-            check_snapshot(stats_root, str(version), rows, oracle)
 
 
 # -- Hudi ----------------------------------------------------------------------------------------
@@ -418,17 +333,3 @@ def test_spark_reads_the_rows_the_format_defines(iceberg, delta, spark, invoker,
         "SELECT i32 FROM t").read_all())
     got = spark_bridge.sql(spark, "SELECT i32 FROM t", {"t": str(moved)}).collect()
     assert sorted((r[0] for r in got), key=repr) == sorted(now["i32"].to_pylist(), key=repr)
-
-
-def test_paths_are_literal_in_iceberg_and_uri_encoded_in_delta(tmp_path):
-    """Iceberg writes data-file paths literally (a partition on a timestamptz has `%3A` in
-    its folder names); Delta writes them URI-encoded (a folder `c%20d` is `c%2520d` in its
-    log), whether relative or absolute."""
-    table = Store(str(tmp_path))
-    folder = "data/ts=1970-01-01T00%3A00%3A00%2B00%3A00/s=a+b/f.parquet"
-    for path in (folder, f"file://{tmp_path}/{folder}", f"{tmp_path}/{folder}"):
-        assert relative(table, f"file://{tmp_path}", path) == folder
-    for path in ("city=c%2520d/f.parquet", f"file://{tmp_path}/city=c%2520d/f.parquet"):
-        assert relative(table, str(tmp_path), path, encoded=True) == "city=c%20d/f.parquet"
-    with pytest.raises(FormatError, match="outside the table root"):
-        relative(table, str(tmp_path), "/elsewhere/f.parquet")
