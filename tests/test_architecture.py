@@ -14,7 +14,7 @@ import yaml
 
 from lakestats.fleet import protocol
 
-from tests.layout import FORMER_TOP_LEVEL, PACKAGES, ROOT, SETUPTOOLS, installed_layout
+from tests.layout import FOLDERS, FORMER_TOP_LEVEL, PACKAGES, ROOT, SETUPTOOLS, installed_layout
 
 ENTRY_POINTS = ("lakestats", "spark_bridge", "functions")
 
@@ -29,8 +29,8 @@ def lint_imports(cwd: Path) -> subprocess.CompletedProcess:
                           env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin"}, timeout=120)
 
 
-def test_the_layers_hold(tmp_path):
-    done = lint_imports(installed_layout(tmp_path))
+def test_the_layers_hold():
+    done = lint_imports(ROOT)                 # the repository, as `lint-imports` reads it
     assert done.returncode == 0, done.stdout[-3000:]
     assert "Contracts: 5 kept, 0 broken." in done.stdout, done.stdout[-3000:]
 
@@ -47,6 +47,15 @@ def test_the_contract_breaks_on_a_wrong_import(tmp_path, module, upward):
         f.write(f"\n\ndef _added():\n    {upward}  # noqa\n")    # lazy imports count too
     done = lint_imports(installed)
     assert done.returncode != 0 and "BROKEN" in done.stdout, done.stdout[-2000:]
+
+
+def test_lakestats_links_every_layer_folder():
+    """lakestats/<folder> links ../<folder> for every mapped folder, so that the repository
+    reads as the installed package (a bare `lint-imports` at its root checks the layers)."""
+    for name, folder in FOLDERS.items():
+        if name != "lakestats":
+            link = ROOT / name.replace(".", "/")
+            assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), name
 
 
 def test_every_package_folder_installs():
