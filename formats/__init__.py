@@ -14,12 +14,13 @@ import base64
 import hashlib
 import importlib
 import json
+import posixpath
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 import pyarrow as pa
 
-from lakestats.core.errors import FormatUnsupported
+from lakestats.core.errors import FormatUnsupported, LakestatsError
 from lakestats.metastore.store import DataFile, Store, StoreError, s3_client
 
 FORMATS = ("parquet", "iceberg", "delta", "hudi")
@@ -28,8 +29,9 @@ POSITION_DELETES = "iceberg-position-deletes"    # data file URI, its delete fil
 DELETION_VECTOR = "delta-deletion-vector"        # version, data file URI, deleted row count
 FILE_SLICE = "hudi-file-slice"                   # base file, log files (relative paths)
 # wraps another way of reading: how the file's columns map to the table's (JSON: "names",
-# stored -> table name; "ids", Iceberg field id -> table name; "zones", table name -> the time
-# zone of a timestamp the table adjusts to UTC), then two one-row Arrow IPC
+# stored -> table name; "ids", Iceberg field id -> table name; "types", table name -> the
+# table's type of a column that a file may store narrower, as Arrow prints it), then two
+# one-row Arrow IPC
 # streams in base64 ("" for none): values of columns the file does not store (partition
 # values), and defaults of columns a file may lack (Iceberg's initial-default); then the
 # reading wrapped
@@ -110,20 +112,31 @@ def open_snapshot(table_uri: str, selection: Selection = Selection()) -> Snapsho
     except ImportError as e:
         raise FormatError(f"{table.uri}: {name} tables need the {e.name} package "
                           "(pip install 'lakestats[formats]')") from e
+    except LakestatsError:
+        raise
+    except Exception as e:     # noqa: BLE001 (pyiceberg, delta-rs and hudi-rs share no base)
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise FormatError(f"{table.uri}: {name} cannot read the table's snapshot "
+                          f"({type(e).__name__}: {first})") from e
 
 
 def relative(table: Store, location: str, path: str, encoded: bool = False) -> str:
     """A data file's path relative to the table root, from the format's own path of it (an
     absolute URI under `location`, the table's location as the format records it, or a
-    relative one). `encoded`: the format writes paths URI-encoded (Delta), not literally
-    (Iceberg: a partition on a timestamptz has `%3A` in its folder names)."""
+    relative one: to the table root, or when `location` is itself relative, as some writers
+    record it, a path under it). `encoded`: the format writes paths URI-encoded (Delta), not
+    literally (Iceberg: a partition on a timestamptz has `%3A` in its folder names)."""
     decoded = unquote if encoded else str
-    if "://" not in path and not path.startswith("/"):
-        return decoded(path)
     for base in {_bare(location), _bare(table.uri if table.is_s3 else table.root)}:
         if _bare(path).startswith(base + "/"):
             return decoded(_bare(path)[len(base) + 1:])
+    if not _absolute(path) and _absolute(location) and not _bare(path).startswith("../"):
+        return decoded(path)
     raise FormatError(f"{path}: the data file lies outside the table root {table.uri}")
+
+
+def _absolute(path: str) -> bool:
+    return "://" in path or path.startswith("/") or path.startswith("file:")
 
 
 def _bare(uri: str) -> str:
@@ -133,7 +146,7 @@ def _bare(uri: str) -> str:
         if uri.startswith(prefix):
             uri = bare + uri[len(prefix):]
             break
-    return uri.rstrip("/")
+    return uri.rstrip("/") if "://" in uri else posixpath.normpath(uri)
 
 
 def data_file(rel_path: str, size: int, format_name: str, partition: dict | None,
@@ -153,17 +166,25 @@ def with_table_columns(reading: tuple[str, ...], names: dict[str, str] | None = 
     """`reading` with the file's columns mapped to the table's (`names`: stored name -> table
     name; `ids`: field id -> table name, a stored column whose id is not there dropped), the
     columns of one-row `constants` added, and those of one-row `defaults` added where the file
-    lacks them; a timestamp the file stores without a zone is in the zone that the table's
-    `schema` gives it (Spark's INT96: UTC-adjusted values, no zone in the file). formats.rows
-    applies them."""
-    zones = {f.name: f.type.tz for f in schema or []
-             if pa.types.is_timestamp(f.type) and f.type.tz}
-    if not (names or ids or zones or _columns(constants) or _columns(defaults)):
+    lacks them; a column the file stores narrower than the table's `schema` types it (a type
+    promotion: int to long, float to double, a wider decimal, date to timestamp, or to string
+    as Hudi allows) is read as the table's type, and a timestamp stored without a zone is in
+    the zone the table gives it (Spark's INT96: UTC-adjusted, no zone in the file), at the
+    stored precision. formats.rows applies them."""
+    types = {f.name: str(f.type) for f in schema or [] if promotion_target(f.type)}
+    if not (names or ids or types or _columns(constants) or _columns(defaults)):
         return reading
     spec = {"names": names or {}, **({"ids": {str(k): v for k, v in ids.items()}} if ids
-                                     else {}), **({"zones": zones} if zones else {})}
+                                     else {}), **({"types": types} if types else {})}
     return (TABLE_COLUMNS, json.dumps(spec, sort_keys=True), _ipc(constants), _ipc(defaults),
             *reading)
+
+
+def promotion_target(t: pa.DataType) -> bool:
+    """Whether a file may store a column of the table's type `t` as another type, to be read
+    as `t` (formats.rows.promoted)."""
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+            or pa.types.is_timestamp(t) or t in (pa.string(), pa.large_string()))
 
 
 def _columns(table: pa.Table | None) -> int:

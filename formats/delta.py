@@ -10,13 +10,15 @@ deleted), so the count of rows it deletes names it in the file's fingerprint.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.formats import (DELETION_VECTOR, FormatError, Selection, Snapshot, data_file,
                                object_store_options, relative, with_table_columns)
-from lakestats.metastore.store import Store
+from lakestats.metastore.store import Store, StoreError
 
 
 def load(table: Store, selection: Selection = Selection()):
@@ -68,7 +70,20 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
         constants = None if typed is None else pa.Table.from_struct_array(typed.slice(i, 1))
         files.append(data_file(rel, size, "delta", partition or {},
                                with_table_columns(reading, names, constants, schema=schema)))
-    when = next((h.get("timestamp") for h in delta.history() if h.get("version") == version),
-                None)
-    return Snapshot("delta", str(version), sorted(files, key=lambda f: f.rel_path), when,
-                    schema=schema)
+    return Snapshot("delta", str(version), sorted(files, key=lambda f: f.rel_path),
+                    commit_time(table, version), schema=schema)
+
+
+def commit_time(table: Store, version: int) -> int | None:
+    """The version's commit time (ms): its commit's commitInfo (one GET; delta-rs' history
+    lists the whole log, and on some S3 servers never returns); None when the log no longer
+    holds the commit (a checkpoint replaced it)."""
+    try:
+        commit = table.read_bytes("_delta_log", f"{version:020d}.json")
+    except (StoreError, OSError):
+        return None
+    for line in commit.splitlines():
+        info = json.loads(line).get("commitInfo") if line.strip() else None
+        if info:
+            return info.get("inCommitTimestamp") or info.get("timestamp")
+    return None

@@ -43,12 +43,25 @@ def load(table: Store, selection: Selection = Selection()):
 
 
 def newest_metadata(table: Store) -> str:
-    names = [f.rel_path for f in listed(table.child("metadata"))
-             if f.rel_path.endswith(".metadata.json") and "/" not in f.rel_path]
+    """The current metadata file of a table found by its location: the one version-hint.text
+    names (Hadoop tables: a version number or a file name), else the highest version number,
+    else the only one."""
+    found = [f.rel_path for f in listed(table.child("metadata"))]
+    names = [n for n in found if n.endswith(".metadata.json") and "/" not in n]
+    if "version-hint.text" in found:
+        hint = table.read_bytes("metadata", "version-hint.text").decode().strip()
+        named = [n for n in names if n == hint or n.split(".")[0] in (
+            f"v{hint}", f"{hint.zfill(5)}") or n.startswith(f"{hint.zfill(5)}-")]
+        if len(named) == 1:
+            return named[0]
     numbered = [(int(m.group(1)), n) for n in names if (m := re.match(r"v?(\d+)", n))]
-    if not numbered:
-        raise FormatError(f"{table.uri}: no metadata/*.metadata.json (not an Iceberg table)")
-    return max(numbered)[1]
+    if numbered:
+        return max(numbered)[1]
+    if len(names) == 1:
+        return names[0]
+    raise FormatError(f"{table.uri}: " + (f"which of {len(names)} metadata files is current "
+                                          "is not numbered (--catalog names it)" if names else
+                                          "no metadata/*.metadata.json (not an Iceberg table)"))
 
 
 def _properties(table: Store) -> dict:
@@ -139,9 +152,13 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
     from pyiceberg.table.delete_file_index import DeleteFileIndex
     iceberg = load(table, selection)
     picked = chosen(iceberg, selection)
-    if picked is None:
-        return Snapshot("iceberg", None, [])
+    if picked is None:        # no snapshot yet: no rows, the table's columns
+        return Snapshot("iceberg", None, [], schema=_columns(iceberg.schema())[0])
     found, deletes = _read(table, iceberg, picked)
+    for snapshot_id in {picked.snapshot_id, *(m.added_snapshot_id or 0 for m in found)}:
+        if not -2**63 <= snapshot_id < 2**63:
+            raise FormatError(f"{iceberg.metadata_location}: snapshot id {snapshot_id} is not "
+                              "a 64-bit integer (Iceberg's long)")
     specs = iceberg.specs()
     positions, newest = DeleteFileIndex(), {}
     for entry in deletes:
@@ -157,6 +174,7 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
     files, inexact = [], {}
     for m in found:
         names = [p.name for p in specs[m.spec_id].fields]
+        identity = _identity_columns(specs[m.spec_id], ids)
         for rel, entry in zip(m.files, m.entries):
             f, sequence = entry.data_file, entry.sequence_number or 0
             position_files = sorted(d.file_path for d in positions.for_data_file(
@@ -167,11 +185,38 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
             files.append(data_file(rel, f.file_size_in_bytes, "iceberg",
                                    dict(zip(names, f.partition)), with_table_columns(
                                        (POSITION_DELETES, f.file_path, *position_files)
-                                       if position_files else (), ids=ids, defaults=defaults,
+                                       if position_files else (), ids=ids,
+                                       defaults=_with_partition_values(
+                                           defaults, arrow_schema, identity, f.partition, rel),
                                        schema=arrow_schema)))
     return Snapshot("iceberg", str(picked.snapshot_id), sorted(files, key=lambda d: d.rel_path),
                     picked.timestamp_ms, inexact, _described(iceberg, picked, found),
                     arrow_schema)
+
+
+def _identity_columns(spec, ids: dict[int, str]) -> list[tuple[int, str]]:
+    """(position in the partition tuple, column) of the spec's identity partition fields."""
+    from pyiceberg.transforms import IdentityTransform
+    return [(i, ids[p.source_id]) for i, p in enumerate(spec.fields)
+            if isinstance(p.transform, IdentityTransform) and p.source_id in ids]
+
+
+def _with_partition_values(defaults: pa.Table | None, schema: pa.Schema,
+                           identity: list[tuple[int, str]], partition, rel: str
+                           ) -> pa.Table | None:
+    """The values of columns a data file may lack: an identity partition's source column is
+    the file's partition value (Iceberg's rule: writers may leave it out of the file), else
+    the column's initial-default."""
+    if not identity:
+        return defaults
+    columns = {} if defaults is None else dict(zip(defaults.column_names, defaults.columns))
+    try:
+        for i, name in identity:
+            columns[name] = pa.array([partition[i]], schema.field(name).type)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise FormatError(f"{rel}: its partition value of {name} is not read as "
+                          f"{schema.field(name).type} ({e})") from e
+    return pa.table(columns)
 
 
 def _columns(schema) -> tuple[pa.Schema, pa.Table | None]:
@@ -179,7 +224,9 @@ def _columns(schema) -> tuple[pa.Schema, pa.Table | None]:
     (the value of their rows in files written before they were added): a one-row table."""
     from pyiceberg.io.pyarrow import schema_to_pyarrow
     arrow = schema_to_pyarrow(schema)
-    arrow = pa.schema([f.remove_metadata() for f in arrow])
+    arrow = pa.schema([f.remove_metadata().with_type(
+        f.type.storage_type if isinstance(f.type, pa.BaseExtensionType) else f.type)
+        for f in arrow])
     given = [f for f in schema.fields if f.initial_default is not None]
     try:
         defaults = pa.table({f.name: pa.array([f.initial_default], arrow.field(f.name).type)

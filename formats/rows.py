@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import re
 from dataclasses import dataclass, field
 from posixpath import dirname
 from typing import Iterator
@@ -45,19 +46,19 @@ class Rows:
     names: dict[str, str] = field(default_factory=dict)
     constants: pa.Table | None = None
     dropped: frozenset[str] = frozenset()
-    zones: dict[str, str] = field(default_factory=dict)    # table name -> a naive one's zone
+    types: dict[str, pa.DataType] = field(default_factory=dict)   # table name -> its type
 
     @functools.cached_property
     def schema(self) -> pa.Schema:
         added = [] if self.constants is None else list(self.constants.schema)
-        own = [self._zoned(f.with_name(self.names.get(f.name, f.name)))
+        own = [self._typed(f.with_name(self.names.get(f.name, f.name)))
                for f in self.parquet.schema_arrow if f.name not in self.dropped]
         return pa.schema([f for f in own if f.name not in {a.name for a in added}] + added)
 
-    def _zoned(self, f: pa.Field) -> pa.Field:
-        if f.name in self.zones and pa.types.is_timestamp(f.type) and f.type.tz is None:
-            return f.with_type(pa.timestamp(f.type.unit, self.zones[f.name]))
-        return f
+    def _typed(self, f: pa.Field) -> pa.Field:
+        """A stored column (under its table name) as the table types it."""
+        target = self.types.get(f.name)
+        return f if target is None else f.with_type(promoted(f.type, target))
 
     def stored_name(self, name: str) -> str | None:
         """The file's name of a column of `schema` (None: a constant, not stored)."""
@@ -98,12 +99,12 @@ class Rows:
 
     def _shaped(self, table: pa.Table, columns: list[str] | None) -> pa.Table:
         """Stored columns under the table's names, the constants added, in `columns` order."""
-        if not self.names and self.constants is None and not self.dropped and not self.zones:
+        if not self.names and self.constants is None and not self.dropped and not self.types:
             return table
         table = table.rename_columns([self.names.get(n, n) for n in table.column_names])
-        zoned = pa.schema([self._zoned(f) for f in table.schema])
-        if zoned != table.schema:       # (a cast of no column would lose the row count)
-            table = table.cast(zoned)
+        typed = pa.schema([self._typed(f) for f in table.schema])
+        if typed != table.schema:       # (a cast of no column would lose the row count)
+            table = table.cast(typed)
         for name in ([] if self.constants is None else self.constants.column_names):
             if columns is None or name in columns:
                 value = self.constants[name][0]
@@ -180,7 +181,43 @@ def _mapped(rows: Rows, spec: dict, constants: pa.Table | None, defaults: pa.Tab
                 constants.columns + extra.columns, schema=pa.schema(
                     list(constants.schema) + list(extra.schema)))
     return Rows(rows.parquet, rows.deleted, names, constants, frozenset(dropped),
-                spec.get("zones", {}))
+                {name: parse_type(text) for name, text in spec.get("types", {}).items()})
+
+
+def promoted(stored: pa.DataType, table: pa.DataType) -> pa.DataType:
+    """The type a column stored as `stored` is read as, in a table that types it `table`:
+    the table's where that is a promotion the formats allow (to a wider integer, float to
+    double, to a decimal of no less scale and integer digits, date to timestamp, a primitive
+    to string), a timestamp without a zone in the table's zone at the stored precision, else
+    as stored (lakestats' own checks then see the difference)."""
+    if stored == table:
+        return stored
+    if pa.types.is_timestamp(stored) and pa.types.is_timestamp(table):
+        return pa.timestamp(stored.unit, table.tz) if stored.tz is None else stored
+    widens = (
+        (pa.types.is_integer(stored) and pa.types.is_integer(table)
+         and table.bit_width > stored.bit_width and pa.types.is_signed_integer(table))
+        or (pa.types.is_floating(stored) and pa.types.is_floating(table)
+            and table.bit_width > stored.bit_width)
+        or (pa.types.is_decimal(stored) and pa.types.is_decimal(table)
+            and table.scale >= stored.scale
+            and table.precision - table.scale >= stored.precision - stored.scale)
+        or (pa.types.is_integer(stored) and pa.types.is_decimal(table))
+        or (pa.types.is_date(stored) and pa.types.is_timestamp(table))
+        or (table in (pa.string(), pa.large_string()) and (
+            pa.types.is_integer(stored) or pa.types.is_floating(stored)
+            or pa.types.is_decimal(stored) or pa.types.is_string(stored)
+            or pa.types.is_large_string(stored) or pa.types.is_string_view(stored))))
+    return table if widens else stored
+
+
+def parse_type(text: str) -> pa.DataType:
+    """An Arrow type from its printed form, for the types formats.promotion_target admits."""
+    if m := re.fullmatch(r"(decimal(?:32|64|128|256))\((\d+), (-?\d+)\)", text):
+        return getattr(pa, m.group(1))(int(m.group(2)), int(m.group(3)))
+    if m := re.fullmatch(r"timestamp\[(\w+), tz=(.+)\]", text):
+        return pa.timestamp(m.group(1), m.group(2))
+    return pa.type_for_alias(text)
 
 
 def _one_row(stream: str) -> pa.Table | None:

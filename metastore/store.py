@@ -299,11 +299,14 @@ class Store:
                      ) -> pq.ParquetFile:
         """whole=True, for a file read entirely: one GET on S3 instead of one per column
         chunk (a file of 16 columns in 4 row groups is 60-odd requests otherwise).
-        `int96_unit`: the unit INT96 timestamps are read in (Arrow's default: ns)."""
+        `int96_unit`: the unit INT96 timestamps are read in (Arrow's default: ns). A UUID
+        column is its 16 bytes (fixed_size_binary), as writers that do not annotate it store
+        it, not Arrow's extension type, which no statistic covers."""
         source = pa.BufferReader(self.read_bytes(*parts)) if whole and self.is_s3 \
             else self.open_input(*parts)
         return pq.ParquetFile(source, page_checksum_verification=True,
-                              coerce_int96_timestamp_unit=int96_unit)
+                              coerce_int96_timestamp_unit=int96_unit,
+                              arrow_extensions_enabled=False)
 
     def delete_dir(self, *parts: str) -> None:
         try:

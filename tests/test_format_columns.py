@@ -17,19 +17,23 @@ from tests.test_formats import (DELTA_SAMPLES, batch, check_snapshot, compute_sn
 def test_iceberg_columns_by_field_id_and_initial_default(invoker, settings, tmp_path):
     """Schema evolution as Iceberg defines it, each snapshot against pyiceberg's own read: a
     renamed column keeps its statistics, a dropped one is gone even when a new column takes
-    its name, a column added with a default has it in older files' rows, int widens to long."""
+    its name, a column added with a default has it in older files' rows, int widens to long,
+    float to double and a decimal to more digits: older files' values read as the table's type
+    (a float's shortest text as a double is not its float's) and merge with newer ones."""
     from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.types import IntegerType, LongType, StringType
+    from pyiceberg.types import DecimalType, DoubleType, IntegerType, LongType, StringType
     catalog = SqlCatalog("test", uri=f"sqlite:///{tmp_path}/catalog.db",
                          warehouse=f"file://{tmp_path}")
     catalog.create_namespace("lake")
-    first = batch(0).select(["i32", "i64", "text", "day"])
+    first = batch(0).select(["i32", "i64", "text", "day", "f32", "dec9"])
     table = catalog.create_table("lake.evolving", schema=first.schema)
     table.append(first)
     with table.update_schema() as update:
         update.rename_column("i64", "renamed")
         update.delete_column("text")
         update.update_column("i32", LongType())
+        update.update_column("f32", DoubleType())
+        update.update_column("dec9", DecimalType(12, 2))
     with table.update_schema() as update:
         update.add_column("text", StringType())                    # a new column, old name
         update.add_column("level", IntegerType(), default_value=7)
@@ -37,6 +41,7 @@ def test_iceberg_columns_by_field_id_and_initial_default(invoker, settings, tmp_
     later = batch(1)
     table.append(pa.table({"i32": later["i32"].cast(pa.int64()), "renamed": later["i64"],
                            "day": later["day"], "text": later["text"],
+                           "f32": later["f64"], "dec9": later["dec9"].cast(pa.decimal128(12, 2)),
                            "level": pa.array(range(later.num_rows), pa.int32())}))
     table = catalog.load_table("lake.evolving")
     root = table.location().removeprefix("file://")
