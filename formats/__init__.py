@@ -11,7 +11,6 @@ exactly (Iceberg equality deletes) is listed in Snapshot.inexact, and the versio
 from __future__ import annotations
 
 import base64
-import hashlib
 import importlib
 import json
 import posixpath
@@ -105,7 +104,8 @@ def open_snapshot(table_uri: str, selection: Selection = Selection()) -> Snapsho
         if selection.snapshot or selection.as_of:
             raise FormatError(f"{table.uri}: a plain directory of Parquet files has no "
                               "snapshots (--format iceberg, delta or hudi)")
-        return Snapshot("parquet", None, table.list_files())
+        from lakestats.formats import hive
+        return Snapshot("parquet", None, hive.with_columns(table.list_files()))
     module = importlib.import_module(f"{__name__}.{name}")
     try:
         return module.snapshot(table, selection)
@@ -152,11 +152,10 @@ def _bare(uri: str) -> str:
 def data_file(rel_path: str, size: int, format_name: str, partition: dict | None,
               reading: tuple[str, ...] = ()) -> DataFile:
     """A snapshot's data file. Formats never rewrite a data file in place, so its size and
-    how it is read (its deletes) fingerprint its rows."""
-    how = hashlib.sha1("\0".join(reading).encode()).hexdigest()[:16] if reading else ""
+    how it is read (its deletes, its columns) fingerprint its rows."""
     values = None if partition is None else tuple(
         (k, None if v is None else str(v)) for k, v in partition.items())
-    return DataFile(rel_path, size, f"{format_name}:{how}", values, reading)
+    return DataFile(rel_path, size, format_name, values, reading)
 
 
 def with_table_columns(reading: tuple[str, ...], names: dict[str, str] | None = None,

@@ -12,6 +12,7 @@ rows away) but overcount them.
 """
 from __future__ import annotations
 
+import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -137,8 +138,17 @@ def _read(table: Store, iceberg, picked) -> tuple[list[Manifest], list]:
     return found, deletes
 
 
+def schema_of(iceberg, picked):
+    """The columns a snapshot is read with: the table's current schema for its current
+    snapshot (a rename or a new column needs no new snapshot), else the snapshot's own."""
+    current = iceberg.current_snapshot()
+    if current is not None and current.snapshot_id == picked.snapshot_id:
+        return iceberg.schema()
+    return iceberg.schemas().get(picked.schema_id, iceberg.schema())
+
+
 def _described(iceberg, picked, found: list[Manifest]) -> Manifests:
-    schema = iceberg.schemas().get(picked.schema_id, iceberg.schema())
+    schema = schema_of(iceberg, picked)
     specs = iceberg.specs()
     sources = [{schema.find_column_name(f.source_id) for f in specs[m.spec_id].fields}
                for m in found]
@@ -168,9 +178,10 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
         else:       # equality deletes: the newest per partition, or global when unpartitioned
             key = None if specs[f.spec_id].is_unpartitioned() else (f.spec_id, f.partition)
             newest[key] = max(newest.get(key, 0), entry.sequence_number or 0)
-    schema = iceberg.schemas().get(picked.schema_id, iceberg.schema())
+    schema = schema_of(iceberg, picked)
     arrow_schema, defaults = _columns(schema)
     ids = {f.field_id: f.name for f in schema.fields}
+    aliases = _name_mapping(iceberg, ids)
     files, inexact = [], {}
     for m in found:
         names = [p.name for p in specs[m.spec_id].fields]
@@ -185,13 +196,29 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
             files.append(data_file(rel, f.file_size_in_bytes, "iceberg",
                                    dict(zip(names, f.partition)), with_table_columns(
                                        (POSITION_DELETES, f.file_path, *position_files)
-                                       if position_files else (), ids=ids,
+                                       if position_files else (), aliases, ids=ids,
                                        defaults=_with_partition_values(
                                            defaults, arrow_schema, identity, f.partition, rel),
                                        schema=arrow_schema)))
     return Snapshot("iceberg", str(picked.snapshot_id), sorted(files, key=lambda d: d.rel_path),
                     picked.timestamp_ms, inexact, _described(iceberg, picked, found),
                     arrow_schema)
+
+
+def _name_mapping(iceberg, ids: dict[int, str]) -> dict[str, str]:
+    """{name a file without field ids may store: table name}, from the table's name mapping
+    (`schema.name-mapping.default`: the names each field id went by); top-level columns."""
+    text = iceberg.properties.get("schema.name-mapping.default")
+    if not text:
+        return {}
+    try:
+        mapping = json.loads(text)
+    except ValueError as e:
+        raise FormatError(f"{iceberg.metadata_location}: schema.name-mapping.default is not "
+                          f"JSON ({e})") from e
+    return {alias: ids[entry["field-id"]] for entry in mapping
+            if entry.get("field-id") in ids for alias in entry.get("names", ())
+            if alias != ids[entry["field-id"]]}
 
 
 def _identity_columns(spec, ids: dict[int, str]) -> list[tuple[int, str]]:

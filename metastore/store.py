@@ -44,7 +44,9 @@ class DataFile:
 
     @cached_property
     def fingerprint(self) -> str:
-        return hashlib.sha1(f"{self.size}:{self.etag}".encode()).hexdigest()[:16]
+        """What names the file's rows: its content, and how it is read."""
+        return hashlib.sha1("\0".join((f"{self.size}:{self.etag}", *self.reading)).encode()
+                            ).hexdigest()[:16]
 
     @property
     def partition_values(self) -> dict[str, str | None]:

@@ -56,7 +56,11 @@ def test_lookups_run_without_pandas(table):
 def test_show_json(table):
     out = json.loads(cli("show", table, "--json").stdout)
     assert (out["row_count"], out["version"], out["partitions"]) == (5000, "v000001", 2)
-    assert [c["column"] for c in out["columns"]] == ["id", "qty", "price", "city", "day"]
+    # the Hive directory column year=... is a column, typed as Spark infers it
+    assert [c["column"] for c in out["columns"]] == ["id", "qty", "price", "city", "day", "year"]
+    year = out["columns"][5]
+    assert (year["type"], year["min"], year["max"], year["distinct_count"]) == (
+        "int32", "2024", "2025", 2)
     day = out["columns"][4]
     assert {"column", "type", "row_count", "null_count", "nan_count", "distinct_count", "min",
             "max", "mean", "stddev"} <= set(day)

@@ -4,6 +4,8 @@ Spark's INT96 timestamps, Iceberg's schema evolution by field id and its initial
 and data-file paths as each format spells them."""
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 
@@ -154,3 +156,92 @@ def test_paths_are_literal_in_iceberg_and_uri_encoded_in_delta(tmp_path):
         assert relative(table, str(tmp_path), path, encoded=True) == "city=c%20d/f.parquet"
     with pytest.raises(FormatError, match="outside the table root"):
         relative(table, str(tmp_path), "/elsewhere/f.parquet")
+
+
+def test_hive_directory_columns_are_typed_columns(run, tmp_path):
+    """sale_date=.../year=... directories of a plain table are columns with every statistic,
+    typed as Spark infers them over the table (int, date; the default partition is null); a
+    value that changes the inferred type recomputes the files; the event path types a new file
+    as a compute does, so its statistics are reused."""
+    from lakestats.algorithms.partitions.step import statistics_of_object
+    from lakestats.core.settings import PartitionSettings
+    from lakestats.formats import open_snapshot
+    from lakestats.metastore.reader import StatisticsReader
+    from tests.oracle import check_everything
+    from tests.tables import mixed, run_cli, write
+    dirs = ["year=2024/sale_date=2024-03-01", "year=2024/sale_date=2024-03-02",
+            "year=2025/sale_date=__HIVE_DEFAULT_PARTITION__"]
+    table, written = tmp_path / "t", {}
+
+    def put(d: str, rows: pa.Table) -> None:
+        written[d] = rows.select(["qty", "city"])
+        write(table / d / "part.parquet", written[d])
+    for i, d in enumerate(dirs):
+        put(d, mixed(300 + 100 * i, seed=i))
+
+    def expected_rows(year_type: pa.DataType) -> pa.Table:
+        parts = []
+        for d, rows in written.items():
+            year, day = (p.split("=")[1] for p in d.split("/"))
+            day = None if day.startswith("__") else day
+            parts.append(rows.append_column("year", pa.array([year] * rows.num_rows)
+                                            .cast(year_type))
+                         .append_column("sale_date", pa.array([day] * rows.num_rows)
+                                        .cast(pa.date32())))
+        return pa.concat_tables(parts)
+
+    def check(year_type: pa.DataType) -> None:
+        ts = StatisticsReader(Layout.of_table(str(table)).uri)
+        schema = ts.schema()
+        assert (schema.field("year").type, schema.field("sale_date").type) == (
+            year_type, pa.date32())
+        oracle = tmp_path / f"oracle-{year_type}"
+        write(oracle / "rows.parquet", expected_rows(year_type))
+        assert check_everything(oracle, ts, ["rows.parquet"], None, schema, finest=False) == 4
+
+    assert run(table).published
+    check(pa.int32())
+    where = run_cli("where", table, "sale_date", "2024-03-02", "--json")
+    assert where.returncode == 0, where.stderr
+    assert json.loads(where.stdout)["partitions"] == [f"{dirs[1]}/part.parquet"]
+    pruned = run_cli("prune", table, "--where", "sale_date = DATE'2024-03-01' AND year = 2024")
+    assert pruned.returncode == 0 and f"{dirs[0]}/part.parquet" in pruned.stdout
+
+    # a file seen alone (an event) is typed as a compute types it
+    put("year=2026/sale_date=2024-03-03", mixed(50, seed=7))
+    alone = statistics_of_object(str(table), "year=2026/sale_date=2024-03-03/part.parquet",
+                                 Layout.of_table(str(table)), PartitionSettings())
+    listed = {f.rel_path: f for f in open_snapshot(str(table)).files}
+    assert alone.fingerprint == listed["year=2026/sale_date=2024-03-03/part.parquet"].fingerprint
+    assert run(table).reused == len(written)
+
+    # a value that is not an integer makes year a string: every file is read again
+    put("year=unknown/sale_date=2024-03-04", mixed(70, seed=9))
+    assert run(table).computed == len(written)
+    check(pa.string())
+
+
+def test_iceberg_name_mapping_reads_files_without_field_ids(invoker, settings, tmp_path):
+    """A file added without field ids (add_files) is matched through the table's name mapping,
+    also after its column was renamed (the mapping keeps the old name), as pyiceberg reads it."""
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog.sql import SqlCatalog
+    catalog = SqlCatalog("test", uri=f"sqlite:///{tmp_path}/catalog.db",
+                         warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("lake")
+    first = batch(0).select(["i64", "text"])
+    table = catalog.create_table("lake.mapped", schema=first.schema)
+    table.append(first)
+    root = table.location().removeprefix("file://")
+    added = f"{root}/data/added.parquet"      # no field ids
+    pq.write_table(batch(1).select(["i64", "text"]), added)
+    table.add_files([added])                  # sets the name mapping
+    with table.update_schema() as update:
+        update.rename_column("i64", "ident")
+    table = catalog.load_table("lake.mapped")
+    assert "i64" in table.properties["schema.name-mapping.default"]
+    rows = table.scan().to_arrow()
+    assert rows["ident"].null_count == first["i64"].null_count + batch(1)["i64"].null_count
+    compute_snapshot(root, invoker, settings)
+    check_snapshot(Layout.of_table(root).uri, str(table.current_snapshot().snapshot_id), rows,
+                   tmp_path)

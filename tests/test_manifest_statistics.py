@@ -142,6 +142,9 @@ def test_manifests_command(table, computed):
     out = json.loads(done.stdout)
     assert out["format"] == "iceberg" and out["partition_columns"] == ["d"]
     assert out["snapshot"] == str(table.current_snapshot().snapshot_id)
+    # every data manifest of the snapshot, several a day
+    assert sorted(m["manifest_path"] for m in out["manifests"]) == sorted(
+        stored.read()["manifest_path"].to_pylist()) and len(out["manifests"]) > len(DAYS)
     first = out["manifests"][0]
     for key in ("manifest_path", "total_record_count", "total_file_size_in_bytes",
                 "total_column_sizes", "total_null_value_counts", "total_nan_value_counts",

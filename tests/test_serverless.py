@@ -20,7 +20,8 @@ import pytest
 from lakestats.core.settings import Settings
 from lakestats.infra.local_stack import wire_bucket
 from lakestats.metastore.reader import StatisticsReader
-from lakestats.metastore.store import Store, s3_client, s3_filesystem
+from lakestats.formats import open_snapshot
+from lakestats.metastore.store import s3_client, s3_filesystem
 from tests.tables import mixed, published_files
 
 pytestmark = pytest.mark.slow
@@ -63,7 +64,7 @@ def settled(queue: str, table: str) -> bool:
         partitions = StatisticsReader(f"{table}/_lakestats").partitions()
     except Exception:  # noqa: BLE001 - nothing published yet
         return False
-    present = {f.rel_path: f.fingerprint for f in Store(table).list_files()}
+    present = {f.rel_path: f.fingerprint for f in open_snapshot(table).files}
     return {p["path"]: p["fingerprint"] for p in partitions} == present
 
 

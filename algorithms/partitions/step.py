@@ -1,10 +1,14 @@
 """The worker side of partition statistics: a data file's statistics into its directory."""
 from __future__ import annotations
 
+import pyarrow as pa
+
 from lakestats.algorithms.partitions import kernel
 from lakestats.core.settings import PartitionSettings
 from lakestats.fleet.protocol import PARTITION_STATISTICS, PartitionResult, PartitionTask, StepEvent
+from lakestats.formats import hive
 from lakestats.metastore.layout import STATISTICS, Layout
+from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 from lakestats.metastore.store import Store
 
 
@@ -31,10 +35,20 @@ def statistics_of_object(table: str, rel_path: str, layout: Layout,
     data_file = Store(table).data_file(rel_path)
     if data_file is None:
         return PartitionResult(rel_path, "", "gone")
+    if data_file.partition_values:      # Hive directories: typed as a compute would type them
+        [data_file] = hive.with_columns([data_file], published_schema(layout))
     out = layout.partition(rel_path, data_file.fingerprint)
     if out.exists(STATISTICS):
         return PartitionResult(rel_path, data_file.fingerprint, "ok", reused=True)
     return partition_statistics(StepEvent(PARTITION_STATISTICS, rel_path, PartitionTask(
         table, rel_path, data_file.fingerprint, out.uri, settings.max_bins,
-        settings.bloom_min_distinct, settings.statistics,
-        range_set_size=settings.range_set_size)))
+        settings.bloom_min_distinct, settings.statistics, data_file.reading,
+        settings.range_set_size)))
+
+
+def published_schema(layout: Layout) -> pa.Schema | None:
+    """The table schema of the published statistics (None before the first version)."""
+    try:
+        return StatisticsReader(layout.uri).schema()
+    except StatisticsNotFound:
+        return None

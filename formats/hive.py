@@ -1,0 +1,96 @@
+"""Hive-style directory columns of a plain directory of Parquet files: `sale_date=2024-03-01/`
+makes `sale_date` a column of every row of the files under it, with every statistic, as Spark
+reads such a table.
+
+Types are Spark's partition-column inference over the table's values of the column (int,
+then bigint, double, date, else string; `__HIVE_DEFAULT_PARTITION__` is null), so a file's
+column depends on its neighbours' values: the type enters the file's reading, hence its
+fingerprint, and a value that changes the inferred type recomputes the column's files. A
+file seen alone (an event) takes the type the published statistics give the column when its
+value parses as it, as a compute would.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pyarrow as pa
+
+from lakestats.formats import with_table_columns
+from lakestats.metastore.store import DataFile
+
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+INT32 = (-2**31, 2**31 - 1)
+INT64 = (-2**63, 2**63 - 1)
+# Spark's order: the first type every value of the column parses as
+TYPES = (pa.int32(), pa.int64(), pa.float64(), pa.date32(), pa.string())
+
+
+def parse(text: str | None, t: pa.DataType):
+    """`text` as a value of type `t`; ValueError if it is not one."""
+    if text is None or text == DEFAULT_PARTITION:
+        return None
+    if pa.types.is_integer(t):
+        if not re.fullmatch(r"[-+]?\d+", text):
+            raise ValueError(text)
+        value, (low, high) = int(text), INT32 if t == pa.int32() else INT64
+        if not low <= value <= high:
+            raise ValueError(text)
+        return value
+    if pa.types.is_floating(t):
+        if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+            raise ValueError(text)
+        return float(text)
+    if pa.types.is_date(t):
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            raise ValueError(text)
+        return dt.date.fromisoformat(text)
+    return text
+
+
+def infer(values: list[str | None]) -> pa.DataType:
+    """The type of a directory column from its values, as Spark infers it."""
+    for t in TYPES:
+        try:
+            for v in values:
+                parse(v, t)
+            return t
+        except ValueError:
+            continue
+    return pa.string()
+
+
+def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[DataFile]:
+    """`files` with their directory values as typed columns of their rows: typed as inferred
+    over `files`, or for the columns `known` types (the published statistics', for a file
+    seen alone), as it types them where the values parse."""
+    values: dict[str, list] = {}
+    for f in files:
+        for k, v in f.partition_values.items():
+            values.setdefault(k, []).append(v)
+    if not values:
+        return files
+    types = {k: infer(vs) for k, vs in values.items()}
+    if known is not None:
+        for k, vs in values.items():
+            if k in known.names and infer_as(vs, known.field(k).type):
+                types[k] = known.field(k).type
+    return [_typed(f, types) for f in files]
+
+
+def infer_as(values: list[str | None], t: pa.DataType) -> bool:
+    try:
+        for v in values:
+            parse(v, t)
+        return True
+    except ValueError:
+        return False
+
+
+def _typed(f: DataFile, types: dict[str, pa.DataType]) -> DataFile:
+    own = f.partition_values
+    if not own:
+        return f
+    reading = with_table_columns((), constants=pa.table({
+        k: pa.array([parse(v, types[k])], types[k]) for k, v in own.items()}))
+    return DataFile(f.rel_path, f.size, f.etag, f.partition, reading, f.modified_ns)
