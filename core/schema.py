@@ -60,6 +60,11 @@ STATISTICS_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("quantile_sketch", pa.binary(),
      "Apache DataSketches KLL doubles sketch (k 200) of the values in the binning domain; "
      "answers quantiles where the table's frequencies leave out values seen once"),
+    ("theta_sketch", pa.binary(),
+     "Apache DataSketches compact theta sketch (seed 9001, the 4,096 smallest hashes) of the "
+     "distinct values under Iceberg's single-value serialization (core.theta): what Iceberg "
+     "statistics files carry (lakestats export iceberg); null for types Iceberg cannot "
+     "serialize and, at table level, where a partition's statistics predate it"),
     ("bloom_filter", pa.binary(),
      "partition level, columns with more distinct values than bloom_min_distinct (64 by "
      "default; the partition index keeps the others' values): Bloom filter of the values' "
@@ -73,7 +78,8 @@ STATISTIC_KEY = b"lakestats.statistic"
 STATISTIC_ERRORS_KEY = b"lakestats.statistic_errors"
 STATISTICS_SCHEMA = pa.schema([pa.field(n, t) for n, t, _ in STATISTICS_FIELDS])
 STATISTIC_NAMES = [n for n, _, _ in STATISTICS_FIELDS]
-SKETCH_NAMES = ("ndv_sketch", "quantile_sketch", "bloom_filter")
+SKETCH_NAMES = ("ndv_sketch", "quantile_sketch", "theta_sketch", "bloom_filter")
+MERGED_SKETCHES = SKETCH_NAMES[:3]          # those a table-level reduction merges
 
 FREQUENCIES_SCHEMA = pa.schema([
     pa.field("column", pa.string()),      # column name

@@ -140,14 +140,21 @@ class TableStatistics:
     def show(self, columns: Sequence[str] | None = None, partition: str | None = None) -> dict:
         """Summary statistics of the table (or of one data file, by its path in the table;
         one computed but not yet published too): `lakestats show --json`."""
-        from lakestats.metastore.reader import NotPublished, StatisticsReader
+        from lakestats.metastore.reader import (NotPublished, StatisticsNotFound,
+                                                StatisticsReader)
         columns = list(columns) if columns else None
         try:
             return self.reader.summary(partition, columns)
         except NotPublished:
             if not partition:
                 raise
-            return StatisticsReader.computed_partition(self.uri, self.stats_root, partition,
+            from lakestats.formats import open_snapshot
+            found = {f.rel_path: f for f in open_snapshot(self.uri).files}.get(
+                partition.strip("/"))
+            if found is None:
+                raise StatisticsNotFound(f"{partition}: no such data file in {self.uri}") \
+                    from None
+            return StatisticsReader.computed_partition(self.uri, self.stats_root, found,
                                                        columns)
 
     def partitions(self) -> dict:

@@ -198,6 +198,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--as-of", metavar="TIMESTAMP",
                    help="the snapshot current at this ISO 8601 time (e.g. 2026-11-01T12:00:00Z)")
     catalog_options(c)
+    c.add_argument("--export", choices=["iceberg"],
+                   help="then write the statistics into the Iceberg table for engines to read "
+                        "(as export iceberg does; needs --catalog and --table-name)")
 
     c = table_command("show", "show the table's (or one partition's) statistics")
     c.add_argument("--snapshot", metavar="ID",
@@ -263,6 +266,25 @@ def parser() -> argparse.ArgumentParser:
                         "published version's)")
     c.add_argument("--columns", metavar="a,b", help="only these columns")
     c.add_argument("--where", metavar="EXPR", help="a Spark SQL boolean expression")
+    catalog_options(c)
+
+    c = sub.add_parser(
+        "export", help="write the statistics into the table for other engines: Iceberg's "
+        "Puffin statistics file and partition statistics file, committed for the snapshot they "
+        "describe",
+        description="Writes, for the Iceberg snapshot the published statistics describe, a "
+        "Puffin file with one apache-datasketches-theta-v1 blob per primitive column (property "
+        "ndv: the exact distinct count) and a partition statistics file, and commits both "
+        "through the catalog (set-statistics, set-partition-statistics). Spark's Iceberg "
+        "integration then reports the NDV to its cost-based optimizer; Trino reads it for its "
+        "estimates. Nothing else in the table changes.",
+        epilog='--json prints {"snapshot", "statistics_path", "partition_statistics_path", '
+        '"blobs"}.', formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("target", choices=["iceberg"], help="the table format to write into")
+    c.add_argument("table", metavar="TABLE", help="the Iceberg table's root")
+    c.add_argument("--stats-root", metavar="URI",
+                   help="where statistics live (default: TABLE/_lakestats)")
+    c.add_argument("--json", action="store_true", help="machine-readable output")
     catalog_options(c)
 
     c = table_command("where", "the partitions that hold VALUE in COLUMN, with its frequency "

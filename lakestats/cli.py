@@ -52,13 +52,35 @@ def cmd_compute(args) -> int:
         print(f"lakestats: failed: {reason}", file=sys.stderr)
     for message in report.statistic_failures:
         print(f"lakestats: warning: {message}", file=sys.stderr)
+    exported = _export(args) if args.export and not failure else None
     if args.json:
-        _print_json(report.as_json())
+        _print_json({**report.as_json(), **({"export": exported.as_json()} if exported
+                                            else {})})
     elif not args.quiet:
         render.compute_report(report)
+        if exported:
+            render.exported(exported.as_json())
     if failure:
         raise failure
     return 0       # published; under --allow-partial, the failed files are reported above
+
+
+def cmd_export(args) -> int:
+    exported = _export(args)
+    if args.json:
+        _print_json(exported.as_json())
+    else:
+        render.exported(exported.as_json())
+    return 0
+
+
+def _export(args):
+    """The published statistics written into the Iceberg table (formats.iceberg_export)."""
+    from lakestats.formats import Selection
+    from lakestats.formats.iceberg_export import export
+    return export(args.table, api.open(args.table, stats_root=args.stats_root).reader,
+                  Selection("iceberg", catalog=args.catalog, table_name=args.table_name,
+                            catalog_name=args.catalog_name))
 
 
 def cmd_show(args) -> int:

@@ -286,3 +286,9 @@ def status(s: dict, shown: int = 20) -> None:
         out.print("  sketches (KLL quantiles, KMV estimates) hold removed files' values"
                   + (f", exact as of {since}" if since else "") + " (until compute --exact)",
                   highlight=False)
+
+
+def exported(result: dict) -> None:
+    out.print(f"snapshot {result['snapshot']}: {result['blobs']:,} theta sketches in "
+              f"{result['statistics_path']}\npartition statistics in "
+              f"{result['partition_statistics_path']}")

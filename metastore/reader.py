@@ -18,7 +18,7 @@ from lakestats.metastore import files, histograms, index, value_index
 from lakestats.metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
 from lakestats.metastore.manifest import (Manifest, published_manifest, read_manifest,
                                           snapshot_version)
-from lakestats.metastore.store import Store
+from lakestats.metastore.store import DataFile, Store
 
 
 class StatisticsNotFound(StatisticsMissing):
@@ -172,15 +172,13 @@ class StatisticsReader:
         return out
 
     @staticmethod
-    def computed_partition(table_uri: str, stats_root: str | None, partition: str,
+    def computed_partition(table_uri: str, stats_root: str | None, data_file: DataFile,
                            columns: list[str] | None = None) -> dict:
         """The summary of a data file's statistics that a compute wrote but no published
         version holds yet (it failed, or runs still): `"published": false`."""
-        path = partition.strip("/")
-        data_file = Store(table_uri).data_file(path)
-        if data_file is None:
-            raise StatisticsNotFound(f"{partition}: no such data file in {table_uri}")
-        directory = Layout.of_table(table_uri, stats_root).partition(path, data_file.fingerprint)
+        partition = data_file.rel_path
+        directory = Layout.of_table(table_uri, stats_root).partition(partition,
+                                                                     data_file.fingerprint)
         if not directory.exists(STATISTICS):
             raise NotPublished(f"{partition}: no statistics of its current content yet "
                                "(run lakestats compute)")

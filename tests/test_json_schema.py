@@ -126,6 +126,8 @@ def outputs(tmp_path_factory) -> list[tuple[str, list[str], object]]:
         run("prune", u, "--where", "p = 'b'")
         run("prune-query", "--sql", "SELECT * FROM a JOIN b ON a.i64 = b.i64 WHERE b.f64 > 1e300",
             "--table", f"a={t}", "--table", f"b={u}")
+        run("export", "iceberg", lake, "--catalog", f"sqlite:///{work}/catalog.db",
+            "--table-name", "lake.edges", "--catalog-name", "test")
         run("manifests", lake)
         run("manifests", lake, "--columns", "f64,text,dec38", "--where", "part = 1 AND f64 > 0")
     finally:

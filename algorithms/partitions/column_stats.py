@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakestats.core import hashing, range_sets
+from lakestats.core import hashing, range_sets, theta
 from lakestats.core import histogram as hist
 from lakestats.core import types as ty
 from lakestats.core import udf
@@ -129,6 +129,9 @@ class ColumnStats:
         hashes = hashing.hash_text(text)
         row["frequencies_complete"] = True
         row["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv(hashes))
+        iceberg_hashes = theta.hashes(counts["value"].combine_chunks())
+        if iceberg_hashes is not None:
+            row["theta_sketch"] = theta.sketch(iceberg_hashes)
         if counts.num_rows > self.bloom_min_distinct:
             bloom = BloomFilter.sized(counts.num_rows)
             bloom.add(hashes)

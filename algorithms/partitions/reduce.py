@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakestats.core import hashing
+from lakestats.core import hashing, theta
 from lakestats.core import histogram as hist
 from lakestats.core import schema
 from lakestats.core import types as ty
@@ -68,8 +68,14 @@ def _window(columns: int) -> int:
 
 
 def _sketches_and_histograms(stats_dir: Store) -> tuple[pa.Table, pa.Table]:
-    return (stats_dir.read_parquet(STATISTICS, columns=["column", *schema.SKETCH_NAMES[:2]]),
+    parquet = stats_dir.open_parquet(STATISTICS)
+    return (parquet.read(columns=_sketch_columns(parquet.schema_arrow)),
             stats_dir.read_parquet(HISTOGRAMS))
+
+
+def _sketch_columns(stats: pa.Schema) -> list[str]:
+    """The merged sketches statistics hold (those written before a sketch existed lack it)."""
+    return ["column", *(n for n in schema.MERGED_SKETCHES if n in stats.names)]
 
 
 def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
@@ -129,8 +135,7 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
     total_rows = int(pc.sum(index["row_count"]).as_py() or 0)
     folded = {f.name: _Fold(max(2, _window(len(table)))) for f in table}
     for stats, histograms in itertools.chain([base] if base else [], added):
-        rows = {r["column"]: r for r in stats.select(
-            ["column", *schema.SKETCH_NAMES[:2]]).to_pylist()}
+        rows = {r["column"]: r for r in stats.select(_sketch_columns(stats.schema)).to_pylist()}
         binned = read_histograms(histograms)
         for f in table:
             fold = folded[f.name]
@@ -175,6 +180,7 @@ class _Fold:
 
     def __init__(self, held: int):
         self.kmvs: list[np.ndarray] = []       # merged `held` at a time: one sort, not `held`
+        self.thetas: list[bytes] | None = []   # None: a source with values had none
         self.held = held
         self.kll, self.hist = None, None
 
@@ -183,6 +189,12 @@ class _Fold:
             self.kmvs.append(hashing.kmv_from_bytes(row["ndv_sketch"]))
             if len(self.kmvs) == self.held:
                 self.kmvs = [hashing.kmv_merge(self.kmvs)]
+            if self.thetas is not None and row.get("theta_sketch"):
+                self.thetas.append(row["theta_sketch"])
+                if len(self.thetas) == self.held:
+                    self.thetas = [theta.union(self.thetas)]
+            else:
+                self.thetas = None
         if row["quantile_sketch"]:
             kll = ds.kll_doubles_sketch.deserialize(row["quantile_sketch"])
             if self.kll is None:
@@ -199,6 +211,8 @@ class _Fold:
             out["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv_merge(self.kmvs))
         if self.kll is not None:
             out["quantile_sketch"] = self.kll.serialize()
+        if self.thetas:
+            out["theta_sketch"] = theta.union(self.thetas)
         return out
 
 

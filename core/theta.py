@@ -1,0 +1,204 @@
+"""Theta sketches of distinct values as Iceberg defines them for its statistics files (Puffin
+blob `apache-datasketches-theta-v1`): Apache DataSketches' compact theta sketch, seed 9001,
+updated with each value's Iceberg single-value serialization (4-byte little-endian int, date
+and float; 8-byte long, timestamp, time and double; UTF-8 string; bytes; a decimal's unscaled
+value as big-endian two's complement; 0x00/0x01 boolean). An engine merges and reads them with
+DataSketches, so each must be a real sketch over exactly those bytes.
+
+DataSketches' Python binding takes values one at a time and cannot hash raw bytes, so the
+hashes are computed here: MurmurHash3_x64_128 (seed 9001), vectorized with NumPy for
+fixed-width values, mmh3 (a C extension pyiceberg depends on) for variable-width ones; theta
+keeps the first half shifted right by one. A sketch keeps the K smallest hashes (KMV, K =
+4096, DataSketches' default); sketches of partitions merge with DataSketches' theta_union.
+"""
+from __future__ import annotations
+
+import struct
+from decimal import Decimal
+
+import datasketches as ds
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+SEED = 9001
+K = 4096
+MAX_THETA = (1 << 63) - 1
+_C1, _C2 = np.uint64(0x87C37B91114253D5), np.uint64(0x4CF5AD432745937F)
+_F1, _F2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _fmix(k: np.ndarray) -> np.ndarray:
+    k = k ^ (k >> np.uint64(33))
+    k = k * _F1
+    k = k ^ (k >> np.uint64(33))
+    k = k * _F2
+    return k ^ (k >> np.uint64(33))
+
+
+def _murmur_short(words: np.ndarray, length: int) -> np.ndarray:
+    """MurmurHash3_x64_128's first half for keys of `length` <= 8 bytes, given as uint64
+    little-endian words: the tail round, then the finalization."""
+    seed = np.uint64(SEED)
+    with np.errstate(over="ignore"):
+        k1 = _rotl(words * _C1, 31) * _C2
+        h1 = np.full(len(words), seed, np.uint64) ^ k1
+        h2 = np.full(len(words), seed, np.uint64)
+        n = np.uint64(length)
+        h1, h2 = h1 ^ n, h2 ^ n
+        h1 = h1 + h2
+        h2 = h2 + h1
+        h1, h2 = _fmix(h1), _fmix(h2)
+        return h1 + h2
+
+
+def _fixed(values: np.ndarray, length: int) -> np.ndarray:
+    """Theta hashes of fixed-width values serialized as `length` little-endian bytes."""
+    words = values.astype(f"<u{length}" if length in (1, 2, 4, 8) else "<u8").astype(np.uint64)
+    return _murmur_short(words, length) >> np.uint64(1)
+
+
+def _variable(blobs: list[bytes]) -> np.ndarray:
+    import mmh3
+    return (np.array([mmh3.hash64(b, SEED, signed=False)[0] for b in blobs], np.uint64)
+            >> np.uint64(1))
+
+
+def _words(data: np.ndarray, at: np.ndarray, count: np.ndarray | int = 8) -> np.ndarray:
+    """The little-endian uint64 of the `count` (at most 8) bytes of `data` from each of `at`
+    (`data` padded so that 8 bytes are always there)."""
+    word = np.zeros(len(at), np.uint64)
+    for j in range(8):
+        byte = data[at + j].astype(np.uint64)
+        if not isinstance(count, int):
+            byte[count <= j] = 0
+        word |= byte << np.uint64(8 * j)
+    return word
+
+
+def _binary(values: pa.Array) -> np.ndarray:
+    """Theta hashes of strings (UTF-8) or bytes: MurmurHash3_x64_128 over Arrow's buffers,
+    every key at once, one 16-byte block position at a time."""
+    values = values.cast(pa.large_binary())
+    offsets = np.frombuffer(values.buffers()[1], np.int64)[values.offset:
+                                                         values.offset + len(values) + 1]
+    data = np.frombuffer(values.buffers()[2] or b"", np.uint8)
+    data = np.concatenate([data, np.zeros(16, np.uint8)])
+    start, length = offsets[:-1], np.diff(offsets)
+    blocks = length // 16
+    h1 = np.full(len(values), SEED, np.uint64)
+    h2 = h1.copy()
+    with np.errstate(over="ignore"):
+        for b in range(int(blocks.max()) if len(values) else 0):
+            on = blocks > b
+            at = start[on] + 16 * b
+            k1, k2, a1, a2 = _words(data, at), _words(data, at + 8), h1[on], h2[on]
+            a1 ^= _rotl(k1 * _C1, 31) * _C2
+            a1 = (_rotl(a1, 27) + a2) * np.uint64(5) + np.uint64(0x52DCE729)
+            a2 ^= _rotl(k2 * _C2, 33) * _C1
+            a2 = (_rotl(a2, 31) + a1) * np.uint64(5) + np.uint64(0x38495AB5)
+            h1[on], h2[on] = a1, a2
+        rest = length - 16 * blocks
+        tail = start + 16 * blocks
+        k2 = _words(data, tail + 8, rest - 8)
+        h2 = np.where(rest > 8, h2 ^ (_rotl(k2 * _C2, 33) * _C1), h2)
+        k1 = _words(data, tail, rest)
+        h1 = np.where(rest > 0, h1 ^ (_rotl(k1 * _C1, 31) * _C2), h1)
+        n = length.astype(np.uint64)
+        h1, h2 = h1 ^ n, h2 ^ n
+        h1 = h1 + h2
+        h2 = h2 + h1
+        return (_fmix(h1) + _fmix(h2)) >> np.uint64(1)
+
+
+def _decimal_bytes(value: Decimal, scale: int) -> bytes:
+    unscaled = int(value.scaleb(scale))
+    return unscaled.to_bytes(max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1), "big",
+                             signed=True)
+
+
+def hashes(values: pa.Array) -> np.ndarray | None:
+    """Theta hashes of non-null `values` under Iceberg's serialization of their type (None: a
+    type Iceberg has no single-value serialization for)."""
+    t = values.type
+    if pa.types.is_boolean(t):
+        return _fixed(pc.cast(values, pa.uint8()).to_numpy(zero_copy_only=False), 1)
+    if pa.types.is_integer(t):
+        if pa.types.is_unsigned_integer(t) and t.bit_width == 64:
+            return None
+        wide = t.bit_width == 64 or t == pa.uint32()
+        return _fixed(values.cast(pa.int64() if wide else pa.int32())
+                      .to_numpy(zero_copy_only=False), 8 if wide else 4)
+    if pa.types.is_floating(t):
+        width = 4 if t == pa.float32() else 8
+        floats = values.cast(pa.float32() if width == 4 else pa.float64())
+        return _fixed(floats.to_numpy(zero_copy_only=False).view(f"<u{width}"), width)
+    if pa.types.is_date(t):
+        return _fixed(values.cast(pa.date32()).cast(pa.int32()).to_numpy(), 4)
+    if pa.types.is_timestamp(t) or pa.types.is_time(t):
+        unit = "ns" if t.unit == "ns" else "us"       # Iceberg: microseconds, or ns types
+        target = pa.timestamp(unit, t.tz) if pa.types.is_timestamp(t) else pa.time64(unit)
+        return _fixed(values.cast(target).cast(pa.int64()).to_numpy(), 8)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t) \
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t) \
+            or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t):
+        return _binary(values)
+    if pa.types.is_decimal(t):
+        return _variable([_decimal_bytes(v, t.scale) for v in values.to_pylist()])
+    return None
+
+
+def sketch(theta_hashes: np.ndarray) -> bytes:
+    """A compact theta sketch (DataSketches' serialization, version 3) of the distinct values
+    whose hashes these are: all of them up to K, else the K smallest with theta the next."""
+    smallest = np.partition(theta_hashes, K)[:K + 1] if len(theta_hashes) > K \
+        else theta_hashes
+    unique = np.unique(smallest)    # small: NumPy's unique is slow on millions of values
+    if len(unique) <= K < len(theta_hashes):        # hashes repeated: all of them, sorted
+        ordered = np.sort(theta_hashes)
+        unique = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))][:K + 1]
+    theta = MAX_THETA
+    if len(unique) > K:
+        theta, unique = int(unique[K]), unique[:K]
+    return _serialized(unique, theta)
+
+
+def _serialized(entries: np.ndarray, theta: int) -> bytes:
+    estimating = theta < MAX_THETA
+    longs = 3 if estimating else 1 if len(entries) <= 1 else 2
+    flags = (1 << 1) | (1 << 3) | (1 << 4) | ((1 << 2) if len(entries) == 0 and
+                                                 not estimating else 0)
+    out = struct.pack("<BBBHBH", longs, 3, 3, 0, flags, seed_hash())
+    if longs > 1:
+        out += struct.pack("<II", len(entries), 0)
+    if estimating:
+        out += struct.pack("<Q", theta)
+    return out + np.sort(entries).astype("<u8").tobytes()
+
+
+def seed_hash() -> int:
+    """DataSketches' 16-bit hash of the seed, which a serialized sketch carries."""
+    return _SEED_HASH
+
+
+def _compute_seed_hash() -> int:
+    probe = ds.update_theta_sketch(seed=SEED)
+    probe.update(1)
+    return struct.unpack_from("<H", probe.compact().serialize(), 6)[0]
+
+
+_SEED_HASH = _compute_seed_hash()
+
+
+def union(sketches: list[bytes]) -> bytes | None:
+    """The union of compact theta sketches (None for none)."""
+    if not sketches:
+        return None
+    merged = ds.theta_union(lg_k=12, seed=SEED)
+    for s in sketches:
+        merged.update(ds.compact_theta_sketch.deserialize(s, seed=SEED))
+    return merged.get_result().serialize()
