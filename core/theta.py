@@ -6,16 +6,14 @@ value as big-endian two's complement; 0x00/0x01 boolean). An engine merges and r
 DataSketches, so each must be a real sketch over exactly those bytes.
 
 DataSketches' Python binding takes values one at a time and cannot hash raw bytes, so the
-hashes are computed here: MurmurHash3_x64_128 (seed 9001), vectorized with NumPy for
-fixed-width values, mmh3 (a C extension pyiceberg depends on) for variable-width ones; theta
-keeps the first half shifted right by one. A sketch keeps the K smallest hashes (KMV, K =
+hashes are computed here: MurmurHash3_x64_128 (seed 9001), vectorized with NumPy over the
+values (fixed width) or Arrow's offsets and bytes (strings, binary, decimals); theta keeps
+the first half shifted right by one. A sketch keeps the K smallest hashes (KMV, K =
 4096, DataSketches' default); sketches of partitions merge with DataSketches' theta_union.
 """
 from __future__ import annotations
 
 import struct
-from decimal import Decimal
-
 import datasketches as ds
 import numpy as np
 import pyarrow as pa
@@ -60,12 +58,6 @@ def _fixed(values: np.ndarray, length: int) -> np.ndarray:
     """Theta hashes of fixed-width values serialized as `length` little-endian bytes."""
     words = values.astype(f"<u{length}" if length in (1, 2, 4, 8) else "<u8").astype(np.uint64)
     return _murmur_short(words, length) >> np.uint64(1)
-
-
-def _variable(blobs: list[bytes]) -> np.ndarray:
-    import mmh3
-    return (np.array([mmh3.hash64(b, SEED, signed=False)[0] for b in blobs], np.uint64)
-            >> np.uint64(1))
 
 
 def _words(data: np.ndarray, at: np.ndarray, count: np.ndarray | int = 8) -> np.ndarray:
@@ -115,10 +107,22 @@ def _binary(values: pa.Array) -> np.ndarray:
         return (_fmix(h1) + _fmix(h2)) >> np.uint64(1)
 
 
-def _decimal_bytes(value: Decimal, scale: int) -> bytes:
-    unscaled = int(value.scaleb(scale))
-    return unscaled.to_bytes(max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1), "big",
-                             signed=True)
+def _decimal_bytes(values: pa.Array) -> pa.Array:
+    """Decimals as Iceberg serializes them: the unscaled value's big-endian two's complement in
+    the fewest bytes that hold it."""
+    width = 32 if pa.types.is_decimal256(values.type) else 16
+    if width == 16 and values.type.bit_width < 128:
+        values = values.cast(pa.decimal128(38, values.type.scale))
+    raw = np.frombuffer(values.buffers()[1], np.uint8).reshape(-1, width)[
+        values.offset:values.offset + len(values), ::-1]            # big-endian rows
+    # a leading byte is redundant when it only extends the sign of the next one
+    redundant = ((raw[:, :-1] == 0) & (raw[:, 1:] < 0x80)) | \
+        ((raw[:, :-1] == 0xFF) & (raw[:, 1:] >= 0x80))
+    skip = np.cumprod(redundant, axis=1).sum(axis=1)
+    keep = np.arange(width) >= skip[:, None]
+    offsets = np.concatenate([[0], np.cumsum(width - skip)]).astype(np.int32)
+    return pa.Array.from_buffers(pa.binary(), len(values), [
+        None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(raw[keep].tobytes())])
 
 
 def hashes(values: pa.Array) -> np.ndarray | None:
@@ -148,7 +152,7 @@ def hashes(values: pa.Array) -> np.ndarray | None:
             or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t):
         return _binary(values)
     if pa.types.is_decimal(t):
-        return _variable([_decimal_bytes(v, t.scale) for v in values.to_pylist()])
+        return _binary(_decimal_bytes(values))
     return None
 
 

@@ -65,3 +65,15 @@ def test_large_sketches_estimate_within_their_bounds_and_merge():
     merged = ds.compact_theta_sketch.deserialize(theta.union(sketches), seed=theta.SEED)
     assert merged.get_lower_bound(3) <= 70_000 <= merged.get_upper_bound(3)
     assert theta.union([]) is None
+
+
+def sample(arrow: pa.DataType, i: int):
+    if pa.types.is_decimal(arrow):
+        return Decimal(i * 1_000_003 - 5_000_000).scaleb(-3)
+    return str(i * 31) * (i % 5) if arrow == pa.string() else bytes([i % 256]) * (i % 40)
+
+
+@pytest.mark.parametrize("arrow", [pa.string(), pa.binary(), pa.decimal128(38, 3)])
+def test_a_slice_hashes_as_its_values(arrow):
+    values = pa.array([sample(arrow, i) for i in range(500)], arrow)
+    assert theta.hashes(values.slice(37, 200)).tolist() == theta.hashes(values).tolist()[37:237]
