@@ -64,9 +64,13 @@ def test_table_statistics_match_the_oracle(adversarial_table):
     summary = ts.summary()
     assert (summary["row_count"], summary["partitions"], summary["missing"]) == (
         duck(f"select count(*) from {source(root, rels)}")[0], 4, {})
-    assert [c["column"] for c in summary["columns"]] == schema.names
+    # the part=... directories are a column too: typed as Spark infers them
+    assert [c["column"] for c in summary["columns"]] == schema.names + ["part"]
     assert check_everything(root, ts, rels, None, schema) == len(schema) - 2   # all but nested
-    for column in summary["columns"]:       # nested columns have no distinct count at all
+    part = stats_rows(ts)["part"]
+    assert (part["type"], part["null_count"], part["distinct_count"], part["min"],
+            part["max"]) == ("int32", 0, 3, "0", "2")
+    for column in summary["columns"][:-1]:  # nested columns have no distinct count at all
         nested = kind(schema.field(column["column"]).type) == "other"
         assert column["distinct_count_exact"] is (None if nested else True), column["column"]
 
