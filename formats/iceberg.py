@@ -158,7 +158,7 @@ def _described(iceberg, picked, found: list[Manifest]) -> Manifests:
 
 
 def snapshot(table: Store, selection: Selection) -> Snapshot:
-    from pyiceberg.manifest import DataFileContent
+    from pyiceberg.manifest import DataFileContent, FileFormat
     from pyiceberg.table.delete_file_index import DeleteFileIndex
     iceberg = load(table, selection)
     picked = chosen(iceberg, selection)
@@ -173,6 +173,10 @@ def snapshot(table: Store, selection: Selection) -> Snapshot:
     positions, newest = DeleteFileIndex(), {}
     for entry in deletes:
         f = entry.data_file
+        if f.file_format == FileFormat.PUFFIN:
+            raise FormatError(f"{f.file_path}: an Iceberg v3 deletion vector (a Puffin delete "
+                              "file), which lakestats does not read yet: its data file's rows "
+                              "cannot be counted exactly")
         if f.content == DataFileContent.POSITION_DELETES:
             positions.add_delete_file(entry, partition_key=f.partition)
         else:       # equality deletes: the newest per partition, or global when unpartitioned
