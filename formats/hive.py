@@ -50,14 +50,7 @@ def parse(text: str | None, t: pa.DataType):
 
 def infer(values: list[str | None]) -> pa.DataType:
     """The type of a directory column from its values, as Spark infers it."""
-    for t in TYPES:
-        try:
-            for v in values:
-                parse(v, t)
-            return t
-        except ValueError:
-            continue
-    return pa.string()
+    return next(t for t in TYPES if infer_as(values, t))      # every value is a string
 
 
 def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[DataFile]:
@@ -79,6 +72,7 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
 
 
 def infer_as(values: list[str | None], t: pa.DataType) -> bool:
+    """Whether every value is one of type `t`."""
     try:
         for v in values:
             parse(v, t)

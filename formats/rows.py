@@ -202,7 +202,8 @@ def promoted(stored: pa.DataType, table: pa.DataType) -> pa.DataType:
         or (pa.types.is_decimal(stored) and pa.types.is_decimal(table)
             and table.scale >= stored.scale
             and table.precision - table.scale >= stored.precision - stored.scale)
-        or (pa.types.is_integer(stored) and pa.types.is_decimal(table))
+        or (pa.types.is_integer(stored) and pa.types.is_decimal(table)
+            and table.precision - table.scale >= len(str(2 ** stored.bit_width)))
         or (pa.types.is_date(stored) and pa.types.is_timestamp(table))
         or (table in (pa.string(), pa.large_string()) and (
             pa.types.is_integer(stored) or pa.types.is_floating(stored)
