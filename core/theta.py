@@ -8,12 +8,14 @@ DataSketches, so each must be a real sketch over exactly those bytes.
 DataSketches' Python binding takes values one at a time and cannot hash raw bytes, so the
 hashes are computed here: MurmurHash3_x64_128 (seed 9001), vectorized with NumPy over the
 values (fixed width) or Arrow's offsets and bytes (strings, binary, decimals); theta keeps
-the first half shifted right by one. A sketch keeps the K smallest hashes (KMV, K =
-4096, DataSketches' default); sketches of partitions merge with DataSketches' theta_union.
+the first half shifted right by one. A sketch keeps the K smallest hashes (KMV, K = 4096,
+DataSketches' default), and so does the union of partitions' sketches: a table's sketch is
+the same bytes however its partitions were merged.
 """
 from __future__ import annotations
 
 import struct
+
 import datasketches as ds
 import numpy as np
 import pyarrow as pa
@@ -156,16 +158,17 @@ def hashes(values: pa.Array) -> np.ndarray | None:
     return None
 
 
-def sketch(theta_hashes: np.ndarray) -> bytes:
+def sketch(theta_hashes: np.ndarray, theta: int = MAX_THETA) -> bytes:
     """A compact theta sketch (DataSketches' serialization, version 3) of the distinct values
-    whose hashes these are: all of them up to K, else the K smallest with theta the next."""
+    whose hashes these are (those below `theta`): all of them up to K, else the K smallest
+    with theta the next. A function of the set alone, whatever the order."""
+    theta_hashes = theta_hashes[theta_hashes < np.uint64(theta)]
     smallest = np.partition(theta_hashes, K)[:K + 1] if len(theta_hashes) > K \
         else theta_hashes
     unique = np.unique(smallest)    # small: NumPy's unique is slow on millions of values
     if len(unique) <= K < len(theta_hashes):        # hashes repeated: all of them, sorted
         ordered = np.sort(theta_hashes)
         unique = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))][:K + 1]
-    theta = MAX_THETA
     if len(unique) > K:
         theta, unique = int(unique[K]), unique[:K]
     return _serialized(unique, theta)
@@ -199,10 +202,19 @@ _SEED_HASH = _compute_seed_hash()
 
 
 def union(sketches: list[bytes]) -> bytes | None:
-    """The union of compact theta sketches (None for none)."""
+    """The union of compact theta sketches that this module wrote (None for none): every
+    hash below the smallest theta, kept as `sketch` keeps them. DataSketches' own theta_union
+    gives the same estimate, but what it retains depends on the order it is fed."""
     if not sketches:
         return None
-    merged = ds.theta_union(lg_k=12, seed=SEED)
-    for s in sketches:
-        merged.update(ds.compact_theta_sketch.deserialize(s, seed=SEED))
-    return merged.get_result().serialize()
+    thetas, entries = zip(*map(_parsed, sketches))
+    return sketch(np.concatenate(entries), min(thetas))
+
+
+def _parsed(serialized: bytes) -> tuple[int, np.ndarray]:
+    """(theta, hashes) of a compact sketch in the layout `_serialized` writes."""
+    longs, flags = serialized[0], serialized[5]
+    count = struct.unpack_from("<I", serialized, 8)[0] if longs > 1 else \
+        0 if flags & (1 << 2) or len(serialized) <= 8 else 1
+    theta = struct.unpack_from("<Q", serialized, 16)[0] if longs > 2 else MAX_THETA
+    return theta, np.frombuffer(serialized, "<u8", count, 8 * longs).astype(np.uint64)
