@@ -279,7 +279,7 @@ def parser() -> argparse.ArgumentParser:
         "integration then reports the NDV to its cost-based optimizer; Trino reads it for its "
         "estimates. Nothing else in the table changes.",
         epilog='--json prints {"snapshot", "statistics_path", "partition_statistics_path", '
-        '"blobs"}.', formatter_class=argparse.RawDescriptionHelpFormatter)
+        '"blobs"}.')
     c.add_argument("target", choices=["iceberg"], help="the table format to write into")
     c.add_argument("table", metavar="TABLE", help="the Iceberg table's root")
     c.add_argument("--stats-root", metavar="URI",
