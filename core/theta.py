@@ -40,26 +40,23 @@ def _fmix(k: np.ndarray) -> np.ndarray:
     return k ^ (k >> np.uint64(33))
 
 
-def _murmur_short(words: np.ndarray, length: int) -> np.ndarray:
-    """MurmurHash3_x64_128's first half for keys of `length` <= 8 bytes, given as uint64
-    little-endian words: the tail round, then the finalization."""
-    seed = np.uint64(SEED)
+def _finish(h1: np.ndarray, h2: np.ndarray, length) -> np.ndarray:
+    """MurmurHash3_x64_128's finalization, its first half: the theta hash, shifted right."""
+    n = np.asarray(length).astype(np.uint64)
     with np.errstate(over="ignore"):
-        k1 = _rotl(words * _C1, 31) * _C2
-        h1 = np.full(len(words), seed, np.uint64) ^ k1
-        h2 = np.full(len(words), seed, np.uint64)
-        n = np.uint64(length)
         h1, h2 = h1 ^ n, h2 ^ n
         h1 = h1 + h2
         h2 = h2 + h1
-        h1, h2 = _fmix(h1), _fmix(h2)
-        return h1 + h2
+        return (_fmix(h1) + _fmix(h2)) >> np.uint64(1)
 
 
 def _fixed(values: np.ndarray, length: int) -> np.ndarray:
-    """Theta hashes of fixed-width values serialized as `length` little-endian bytes."""
-    words = values.astype(f"<u{length}" if length in (1, 2, 4, 8) else "<u8").astype(np.uint64)
-    return _murmur_short(words, length) >> np.uint64(1)
+    """Theta hashes of fixed-width values serialized as `length` (1, 4 or 8) little-endian
+    bytes: one key of at most 8 bytes is the tail round alone."""
+    words = values.astype(f"<u{length}").astype(np.uint64)
+    seed = np.full(len(words), SEED, np.uint64)
+    with np.errstate(over="ignore"):
+        return _finish(seed ^ (_rotl(words * _C1, 31) * _C2), seed, length)
 
 
 def _words(data: np.ndarray, at: np.ndarray, count: np.ndarray | int = 8) -> np.ndarray:
@@ -102,11 +99,7 @@ def _binary(values: pa.Array) -> np.ndarray:
         h2 = np.where(rest > 8, h2 ^ (_rotl(k2 * _C2, 33) * _C1), h2)
         k1 = _words(data, tail, rest)
         h1 = np.where(rest > 0, h1 ^ (_rotl(k1 * _C1, 31) * _C2), h1)
-        n = length.astype(np.uint64)
-        h1, h2 = h1 ^ n, h2 ^ n
-        h1 = h1 + h2
-        h2 = h2 + h1
-        return (_fmix(h1) + _fmix(h2)) >> np.uint64(1)
+    return _finish(h1, h2, length)
 
 
 def _decimal_bytes(values: pa.Array) -> pa.Array:
@@ -179,7 +172,7 @@ def _serialized(entries: np.ndarray, theta: int) -> bytes:
     longs = 3 if estimating else 1 if len(entries) <= 1 else 2
     flags = (1 << 1) | (1 << 3) | (1 << 4) | ((1 << 2) if len(entries) == 0 and
                                                  not estimating else 0)
-    out = struct.pack("<BBBHBH", longs, 3, 3, 0, flags, seed_hash())
+    out = struct.pack("<BBBHBH", longs, 3, 3, 0, flags, SEED_HASH)
     if longs > 1:
         out += struct.pack("<II", len(entries), 0)
     if estimating:
@@ -187,18 +180,14 @@ def _serialized(entries: np.ndarray, theta: int) -> bytes:
     return out + np.sort(entries).astype("<u8").tobytes()
 
 
-def seed_hash() -> int:
+def _seed_hash() -> int:
     """DataSketches' 16-bit hash of the seed, which a serialized sketch carries."""
-    return _SEED_HASH
-
-
-def _compute_seed_hash() -> int:
     probe = ds.update_theta_sketch(seed=SEED)
     probe.update(1)
     return struct.unpack_from("<H", probe.compact().serialize(), 6)[0]
 
 
-_SEED_HASH = _compute_seed_hash()
+SEED_HASH = _seed_hash()
 
 
 def union(sketches: list[bytes]) -> bytes | None:

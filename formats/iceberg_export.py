@@ -20,9 +20,11 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakestats.core import theta
 from lakestats.formats import FormatError, Selection
 from lakestats.formats.iceberg import load, manifests, schema_of
 from lakestats.metastore.reader import StatisticsReader
@@ -61,24 +63,24 @@ def export(table_uri: str, stats: StatisticsReader, selection: Selection) -> Exp
         raise FormatError(f"{iceberg.metadata_location}: no snapshot {manifest.snapshot}, the "
                           "one the statistics describe (expired?): compute again")
     schema = schema_of(iceberg, picked)
-    puffin, blobs = _puffin(stats, schema, picked)
+    puffin, blobs, footer = _puffin(stats, schema, picked)
     location = iceberg.location().rstrip("/")
     name = f"{picked.snapshot_id}-{uuid.uuid4()}"
     statistics_path = f"{location}/metadata/{name}.stats"
     _write(iceberg, statistics_path, puffin)
-    partitions = _partition_statistics(Store(table_uri), iceberg, picked, stats)
+    partitions = _partition_statistics(Store(table_uri), iceberg, picked, schema, stats)
     partition_path = f"{location}/metadata/partition-stats-{name}.parquet"
     sink = pa.BufferOutputStream()
     pq.write_table(partitions, sink)
     _write(iceberg, partition_path, sink.getvalue().to_pybytes())
-    _commit(iceberg, picked, statistics_path, puffin, blobs, partition_path,
+    _commit(iceberg, picked, statistics_path, puffin, blobs, footer, partition_path,
             sink.getvalue().size)
     return Exported(str(picked.snapshot_id), statistics_path, partition_path, len(blobs))
 
 
-def _puffin(stats: StatisticsReader, schema, picked) -> tuple[bytes, list[dict]]:
-    """The Puffin file's bytes and its blobs' metadata: one theta sketch per primitive
-    column."""
+def _puffin(stats: StatisticsReader, schema, picked) -> tuple[bytes, list[dict], int]:
+    """The Puffin file's bytes, its blobs' metadata (one theta sketch per primitive column)
+    and its footer's size."""
     rows = {r["column"]: r for r in stats.version_dir().read_parquet(
         "statistics.parquet", columns=["column", "distinct_count", "theta_sketch"]).to_pylist()}
     body, blobs = bytearray(MAGIC), []
@@ -91,26 +93,25 @@ def _puffin(stats: StatisticsReader, schema, picked) -> tuple[bytes, list[dict]]
             raise FormatError(f"column {field.name}: its statistics hold no theta sketch "
                               "(computed before lakestats wrote them): compute the table's "
                               "statistics again from scratch (a new --stats-root)")
-        if sketch is None:
-            from lakestats.core import theta
-            sketch = theta.sketch(theta.hashes(pa.array([], pa.int64())))
+        if sketch is None:                  # no values: the empty sketch
+            sketch = theta.sketch(np.empty(0, np.uint64))
         blobs.append({"type": THETA_BLOB, "fields": [field.field_id],
                       "snapshot-id": picked.snapshot_id,
                       "sequence-number": picked.sequence_number or 0,
                       "offset": len(body), "length": len(sketch),
                       "properties": {"ndv": str(row["distinct_count"] or 0)}})
         body += sketch
-    footer = json.dumps({"blobs": blobs, "properties": {"created-by": "lakestats"}}).encode()
-    return bytes(body + MAGIC + footer + struct.pack("<i", len(footer)) + bytes(4) + MAGIC), \
-        blobs
+    payload = json.dumps({"blobs": blobs, "properties": {"created-by": "lakestats"}}).encode()
+    footer = MAGIC + payload + struct.pack("<i", len(payload)) + bytes(4) + MAGIC
+    return bytes(body + footer), blobs, len(footer)
 
 
-def _partition_statistics(table: Store, iceberg, picked, stats: StatisticsReader) -> pa.Table:
+def _partition_statistics(table: Store, iceberg, picked, schema, stats: StatisticsReader
+                          ) -> pa.Table:
     """The spec's partition statistics of the snapshot, one row per (spec, partition tuple)."""
     from pyiceberg.io.pyarrow import schema_to_pyarrow
     from pyiceberg.schema import Schema
     from pyiceberg.types import IntegerType, LongType, NestedField, StructType
-    schema = schema_of(iceberg, picked)
     specs = iceberg.specs()
     unified = {}
     for spec in specs.values():
@@ -168,12 +169,10 @@ def _write(iceberg, path: str, data: bytes) -> None:
 
 
 def _commit(iceberg, picked, statistics_path: str, puffin: bytes, blobs: list[dict],
-            partition_path: str, partition_size: int) -> None:
+            footer: int, partition_path: str, partition_size: int) -> None:
     from pyiceberg.table.statistics import (BlobMetadata, PartitionStatisticsFile,
                                             StatisticsFile)
     from pyiceberg.table.update import SetPartitionStatisticsUpdate
-    footer = len(puffin) - blobs[-1]["offset"] - blobs[-1]["length"] if blobs \
-        else len(puffin) - len(MAGIC)
     statistics = StatisticsFile(**{
         "snapshot-id": picked.snapshot_id, "statistics-path": statistics_path,
         "file-size-in-bytes": len(puffin), "file-footer-size-in-bytes": footer,
