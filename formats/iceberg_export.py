@@ -11,7 +11,8 @@ a version of lakestats' statistics describes,
 both committed through pyiceberg (set-statistics and set-partition-statistics), which replace
 any earlier file of that snapshot. Only these two files and the two metadata fields are
 written: never data, never other metadata. Opt-in: `lakestats export iceberg` or
-`compute --export iceberg`.
+`compute --export iceberg`, which also remember the catalog in the statistics (`follow`) so
+that the event path exports every snapshot its reductions describe (`keep_current`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import json
 import struct
 import uuid
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +34,7 @@ from lakestats.metastore.store import Store
 
 MAGIC = b"PFA1"
 THETA_BLOB = "apache-datasketches-theta-v1"
+FOLLOWED = ("exports", "iceberg.json")       # under the statistics root: the catalog followed
 
 
 @dataclass
@@ -40,17 +43,22 @@ class Exported:
     statistics_path: str
     partition_statistics_path: str
     blobs: int
+    version: str                # of the statistics exported
+    followed: bool = False      # the event path keeps it current (follow)
 
     def as_json(self) -> dict:
         return {"snapshot": self.snapshot, "statistics_path": self.statistics_path,
                 "partition_statistics_path": self.partition_statistics_path,
-                "blobs": self.blobs}
+                "blobs": self.blobs, "version": self.version, "followed": self.followed}
 
 
-def export(table_uri: str, stats: StatisticsReader, selection: Selection) -> Exported:
-    """Write and commit the Iceberg statistics of the snapshot that `stats` describes."""
+def export(table_uri: str, stats: StatisticsReader, selection: Selection,
+           snapshot: str | None = None) -> Exported:
+    """Write and commit the Iceberg statistics of the snapshot that `stats` describes (or of
+    `snapshot`, one with the same data files that the version also describes)."""
     manifest = stats.manifest
-    if manifest.format != "iceberg" or manifest.snapshot is None:
+    snapshot = snapshot or manifest.snapshot
+    if manifest.format != "iceberg" or snapshot is None:
         raise FormatError(f"{table_uri}: export iceberg needs statistics of an Iceberg "
                           f"snapshot; these describe a {manifest.format} table"
                           + ("" if manifest.snapshot else " without snapshots"))
@@ -58,9 +66,9 @@ def export(table_uri: str, stats: StatisticsReader, selection: Selection) -> Exp
         raise FormatError("export iceberg commits through a catalog: --catalog URI "
                           "--table-name NAMESPACE.NAME")
     iceberg = load(Store(table_uri), selection)
-    picked = iceberg.snapshot_by_id(int(manifest.snapshot))
+    picked = iceberg.snapshot_by_id(int(snapshot))
     if picked is None:
-        raise FormatError(f"{iceberg.metadata_location}: no snapshot {manifest.snapshot}, the "
+        raise FormatError(f"{iceberg.metadata_location}: no snapshot {snapshot}, the "
                           "one the statistics describe (expired?): compute again")
     schema = schema_of(iceberg, picked)
     puffin, blobs, footer = _puffin(stats, schema, picked)
@@ -75,7 +83,43 @@ def export(table_uri: str, stats: StatisticsReader, selection: Selection) -> Exp
     _write(iceberg, partition_path, sink.getvalue().to_pybytes())
     _commit(iceberg, picked, statistics_path, puffin, blobs, footer, partition_path,
             sink.getvalue().size)
-    return Exported(str(picked.snapshot_id), statistics_path, partition_path, len(blobs))
+    return Exported(str(picked.snapshot_id), statistics_path, partition_path, len(blobs),
+                    stats.version)
+
+
+def follow(stats_root: Store, selection: Selection, exported: Exported) -> bool:
+    """Remember the catalog and what was exported, for `keep_current`; False (nothing
+    remembered) when the catalog's URI holds a password: statistics are no place for one."""
+    if urlsplit(selection.catalog).password:
+        return False
+    stats_root.write_bytes(json.dumps({
+        "catalog": selection.catalog, "table_name": selection.table_name,
+        "catalog_name": selection.catalog_name,
+        "exported": [exported.snapshot, exported.version]}).encode(), *FOLLOWED)
+    return True
+
+
+def unfollow(stats_root: Store) -> None:
+    stats_root.delete_dir(FOLLOWED[0])
+
+
+def keep_current(table_uri: str, stats_root: Store, snapshot: str | None) -> Exported | None:
+    """The export of `snapshot` (a reduction's, which a published version describes), if the
+    table's catalog is followed and that snapshot's statistics are not the ones exported
+    last (a refold's version replaces its file); else None."""
+    try:
+        followed = json.loads(stats_root.read_bytes(*FOLLOWED))
+    except FileNotFoundError:
+        return None
+    if snapshot is None:
+        return None
+    stats = StatisticsReader.of_snapshot(stats_root.uri, snapshot)
+    if followed.pop("exported") == [snapshot, stats.version]:
+        return None
+    selection = Selection("iceberg", **followed)
+    exported = export(table_uri, stats, selection, snapshot)
+    exported.followed = follow(stats_root, selection, exported)
+    return exported
 
 
 def _puffin(stats: StatisticsReader, schema, picked) -> tuple[bytes, list[dict], int]:

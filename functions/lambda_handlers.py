@@ -40,7 +40,8 @@ from lakestats.fleet.connections import client, use_password
 from lakestats.fleet.invokers import make_invoker
 from lakestats.fleet import windows
 from lakestats.functions import worker
-from lakestats.functions.notifications import BadEvent, changes, refused, table_of
+from lakestats.functions.notifications import (BadEvent, changes, commit_of, refused,
+                                               table_of)
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 from lakestats.monostore.report import Report
@@ -101,6 +102,9 @@ def _change_handler(settings: Settings, metrics: Metrics | None):
         def changed(change: dict) -> dict:
             located = table_of(change["uri"], settings.tables)
             if located is None:
+                committed = commit_of(change["uri"], settings.tables)
+                if committed is not None:       # a format's new snapshot: its reduction
+                    return {"status": "commit", "table": committed}
                 return {"status": "refused" if refused(change["uri"], settings.tables)
                         else "ignored"}
             table, rel_path = located

@@ -7,7 +7,8 @@ is read too. Notifications arrive at least once, out of order and duplicated (S3
 a multipart upload twice). Keys come URL-encoded in both (localstack's EventBridge events as
 AWS's; moto's server sends them as they are, so a key with `+` or `%` reads wrong there). An
 event is only a hint that a key changed: the handler looks at the object as it is now, and a
-reduction lists the table.
+reduction lists the table. A table format's commit (format_file) wakes its table's reduction,
+as a data file does; the files a commit names wake nothing of their own.
 """
 from __future__ import annotations
 
@@ -86,12 +87,45 @@ def _eventbridge_changes(event: dict) -> list[Change]:
 
 def table_of(uri: str, tables: tuple[str, ...]) -> tuple[str, str] | None:
     """(table root, file path relative to it) of a data file of a watched table; None for
-    other keys, statistics and hidden files, and paths that are not plain."""
+    other keys, statistics and hidden files, a table format's log and metadata (format_file),
+    and paths that are not plain."""
     table = _root_of(uri, tables)
     if table is None:
         return None
     rel = uri[len(table) + 1:]
-    return (table, rel) if _plain(rel) and not is_hidden(rel) else None
+    return (table, rel) if _plain(rel) and not is_hidden(rel) and format_file(rel) is None \
+        else None
+
+
+def commit_of(uri: str, tables: tuple[str, ...]) -> str | None:
+    """The watched table of which the key is a commit (format_file): a new snapshot, which
+    wakes the table's reduction with no statistics of its own to compute."""
+    table = _root_of(uri, tables)
+    return table if table is not None and format_file(uri[len(table) + 1:]) == "commit" \
+        else None
+
+
+def format_file(rel: str) -> str | None:
+    """"commit" for a file that makes a table format's snapshots: Delta's log (_delta_log/),
+    Hudi's timeline (.hoodie/, .hoodie/timeline/), Iceberg's table metadata (metadata/
+    *.metadata.json, version-hint.text); "metadata" for the files a commit names or a
+    writer keeps aside (Iceberg's manifests and statistics files, Hudi's metadata table and
+    scratch folders, Delta's temporary files): none wakes anything, as the commit does;
+    None for the rest, data files of a plain table among them."""
+    parts = rel.split("/")
+    top, name = parts[0], parts[-1]
+    if top == "_delta_log":
+        return "commit" if len(parts) == 2 and (not name.startswith(("_", "."))
+                                                or name == "_last_checkpoint") else "metadata"
+    if top == ".hoodie":
+        return "commit" if len(parts) == 2 or (len(parts) == 3 and parts[1] == "timeline") \
+            else "metadata"
+    if top == "metadata" and len(parts) == 2:
+        if name.endswith(".metadata.json") or name == "version-hint.text":
+            return "commit"
+        if name.endswith((".avro", ".stats")) or name.startswith("partition-stats-"):
+            return "metadata"
+    return None
 
 
 def refused(uri: str, tables: tuple[str, ...]) -> bool:

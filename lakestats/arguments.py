@@ -75,6 +75,14 @@ def catalog_options(c: argparse.ArgumentParser) -> None:
                    help="the name --catalog registers its tables under (default: default)")
 
 
+def follow_option(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--no-follow", action="store_true",
+                   help="export this snapshot only; by default the catalog is remembered in "
+                        "the statistics and the event path (lakestats watch, the reduce "
+                        "function) exports every new snapshot it describes (a catalog URI "
+                        "holding a password is never remembered)")
+
+
 def planning_options(c: argparse.ArgumentParser) -> None:
     """What a plan over the statistics assumes: the table's freshness, the time zone."""
     c.add_argument("--assume-current", action="store_true",
@@ -201,6 +209,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--export", choices=["iceberg"],
                    help="then write the statistics into the Iceberg table for engines to read "
                         "(as export iceberg does; needs --catalog and --table-name)")
+    follow_option(c)
 
     c = table_command("show", "show the table's (or one partition's) statistics")
     c.add_argument("--snapshot", metavar="ID",
@@ -279,13 +288,14 @@ def parser() -> argparse.ArgumentParser:
         "integration then reports the NDV to its cost-based optimizer; Trino reads it for its "
         "estimates. Nothing else in the table changes.",
         epilog='--json prints {"snapshot", "statistics_path", "partition_statistics_path", '
-        '"blobs"}.')
+        '"blobs", "followed"}.')
     c.add_argument("target", choices=["iceberg"], help="the table format to write into")
     c.add_argument("table", metavar="TABLE", help="the Iceberg table's root")
     c.add_argument("--stats-root", metavar="URI",
                    help="where statistics live (default: TABLE/_lakestats)")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     catalog_options(c)
+    follow_option(c)
 
     c = table_command("where", "the partitions that hold VALUE in COLUMN, with its frequency "
                       "in each, from the table's value index")

@@ -75,12 +75,21 @@ def cmd_export(args) -> int:
 
 
 def _export(args):
-    """The published statistics written into the Iceberg table (formats.iceberg_export)."""
+    """The published statistics written into the Iceberg table (formats.iceberg_export), and
+    the catalog followed by the event path unless --no-follow."""
     from lakestats.formats import Selection
-    from lakestats.formats.iceberg_export import export
-    return export(args.table, api.open(args.table, stats_root=args.stats_root).reader,
-                  Selection("iceberg", catalog=args.catalog, table_name=args.table_name,
-                            catalog_name=args.catalog_name))
+    from lakestats.formats.iceberg_export import export, follow, unfollow
+    from lakestats.metastore.store import Store
+    statistics = api.open(args.table, stats_root=args.stats_root)
+    selection = Selection("iceberg", catalog=args.catalog, table_name=args.table_name,
+                          catalog_name=args.catalog_name)
+    exported = export(args.table, statistics.reader, selection)
+    root = Store(statistics.root)
+    if args.no_follow:
+        unfollow(root)
+    else:
+        exported.followed = follow(root, selection, exported)
+    return exported
 
 
 def cmd_show(args) -> int:

@@ -291,4 +291,6 @@ def status(s: dict, shown: int = 20) -> None:
 def exported(result: dict) -> None:
     out.print(f"snapshot {result['snapshot']}: {result['blobs']:,} theta sketches in "
               f"{result['statistics_path']}\npartition statistics in "
-              f"{result['partition_statistics_path']}")
+              f"{result['partition_statistics_path']}"
+              + ("\nfollowed: the event path exports every new snapshot" if result["followed"]
+                 else ""))

@@ -150,6 +150,8 @@ class _Watcher:
         self.log.version(report, moments)
         if refolding:
             self.log.refolded(report)
+        if report.export is not None:
+            self.log.exported(report)
         if self.on_reduced:
             self.on_reduced(report.as_json())
         self._published(windows.state(self.settings.redis_url, [table]), report.version)
@@ -230,6 +232,17 @@ class WatchLog:
         self.logger.info(f"{r.table}: exact again (refolded when quiet), version {r.version}",
                          extra={"table": r.table, "version": r.version, "exact": r.exact,
                                 "refolded": True})
+
+
+    def exported(self, r: Report) -> None:
+        e = r.export
+        if "error" in e:
+            self.logger.error(f"{r.table}: export into the Iceberg catalog failed, tried again "
+                              f"at the next reduction: {e['error']}",
+                              extra={"table": r.table, "reason": e["error"]})
+        else:
+            self.logger.info(f"{r.table}: snapshot {e['snapshot']} exported: "
+                             f"{e['statistics_path']}", extra={"table": r.table, **e})
 
 
 def _files(n: int) -> str:

@@ -32,7 +32,9 @@ from lakestats.core.settings import REDUCTION_COMPACT_FRACTION, Settings
 from lakestats.fleet import protocol, windows
 from lakestats.fleet.connections import client
 from lakestats.fleet.invokers import Invoker
+from lakestats.formats.iceberg_export import keep_current
 from lakestats.metastore.layout import Layout
+from lakestats.metastore.store import Store
 from lakestats.monostore.compute import compute
 from lakestats.monostore.publish import TableBusy
 from lakestats.monostore.report import Report
@@ -75,7 +77,22 @@ def reduce_table(table_uri: str, invoker: Invoker, settings: Settings,
         raise
     if claimed:
         windows.settle(settings.redis_url, table_uri, claimed[0], report.exact)
+    report.export = _export_current(table_uri, report)
     return report
+
+
+def _export_current(table_uri: str, report: Report) -> dict | None:
+    """The statistics of the reduction's Iceberg snapshot exported, if its catalog is followed
+    (formats.iceberg_export.keep_current): what export --json prints, or the error, which
+    leaves the version published and the next reduction to try again."""
+    if report.snapshot.get("format") != "iceberg":
+        return None
+    try:
+        exported = keep_current(table_uri, Store(Layout.of_table(table_uri).uri),
+                                report.snapshot.get("snapshot"))
+    except Exception as e:  # noqa: BLE001 - the catalog's failure is not the version's
+        return {"error": f"{type(e).__name__}: {e}"}
+    return exported and exported.as_json()
 
 
 def reduce_pending(table_uri: str, invoker: Invoker, settings: Settings,

@@ -29,6 +29,8 @@ class Report:
     # whether the version holds nothing --exact would refold (no stale frequency list, no
     # stale sketch); None: not known (no version, or a newer one won the swap)
     exact: bool | None = None
+    # a reduction's export into a followed Iceberg catalog (export --json's keys), or its error
+    export: dict | None = None
 
     def as_json(self) -> dict:
         return {"table": self.table, "version": self.version, "published": self.published,
@@ -39,7 +41,8 @@ class Report:
                 "frequencies": self.frequencies,
                 "statistic_failures": self.statistic_failures, **self.snapshot,
                 "seconds": round(self.seconds, 3), "exact": self.exact,
-                **({"ranks": self.ranks} if self.ranks is not None else {})}
+                **({"ranks": self.ranks} if self.ranks is not None else {}),
+                **({"export": self.export} if self.export is not None else {})}
 
 
 class ComputeFailed(LakestatsError):

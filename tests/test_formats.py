@@ -86,13 +86,16 @@ def compute_snapshot(table: str, invoker, settings, **selection):
 
 # -- Iceberg -------------------------------------------------------------------------------------
 
-def partitioned_iceberg(warehouse: Path, name: str):
-    """(catalog, table): an Iceberg table partitioned by `part`, after two appends."""
+def partitioned_iceberg(warehouse: Path, name: str, location: str | None = None,
+                        **properties):
+    """(catalog, table): an Iceberg table partitioned by `part`, after two appends; the
+    catalog in `warehouse`, the table there too unless at `location` (the catalog's
+    `properties` say how to reach it)."""
     from pyiceberg.catalog.sql import SqlCatalog
     catalog = SqlCatalog("test", uri=f"sqlite:///{warehouse}/catalog.db",
-                         warehouse=f"file://{warehouse}")
+                         warehouse=f"file://{warehouse}", **properties)
     catalog.create_namespace("lake")
-    table = catalog.create_table(f"lake.{name}", schema=batch(0).schema)
+    table = catalog.create_table(f"lake.{name}", schema=batch(0).schema, location=location)
     with table.update_spec() as spec:
         spec.add_identity("part")
     table.append(batch(0))

@@ -31,12 +31,16 @@ def storage_options(endpoint: str) -> dict:
             "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
 
 
+def iceberg_s3(endpoint: str) -> dict:
+    """The properties of a pyiceberg catalog whose tables are on the S3 server."""
+    return {"s3.endpoint": endpoint, "s3.region": "us-east-1", "s3.access-key-id": "testing",
+            "s3.secret-access-key": "testing"}
+
+
 def test_iceberg_on_s3(bucket, s3_endpoint, invoker, settings, tmp_path):
     from pyiceberg.catalog.sql import SqlCatalog
     catalog = SqlCatalog("default", uri=f"sqlite:///{tmp_path}/catalog.db",
-                         warehouse=f"s3://{bucket}/warehouse", **{
-                             "s3.endpoint": s3_endpoint, "s3.region": "us-east-1",
-                             "s3.access-key-id": "testing", "s3.secret-access-key": "testing"})
+                         warehouse=f"s3://{bucket}/warehouse", **iceberg_s3(s3_endpoint))
     catalog.create_namespace("ns")
     first = batch(1)
     table = catalog.create_table("ns.t", schema=first.schema)

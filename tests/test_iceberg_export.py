@@ -6,6 +6,7 @@ gets its own files."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import datasketches as ds
 import duckdb
@@ -15,6 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakestats.core import theta
+from lakestats.formats import Selection
+from lakestats.formats.iceberg_export import FOLLOWED, Exported, follow, unfollow
+from lakestats.metastore.store import Store
 from tests.tables import run_cli
 from tests.test_formats import batch, partitioned_iceberg
 
@@ -81,9 +85,25 @@ def test_compute_export_iceberg_and_a_new_snapshot(lake, tmp_path):
     assert {s.snapshot_id for s in table.metadata.statistics} == {
         first, table.current_snapshot().snapshot_id}
 
-    again = run_cli("export", "iceberg", root, *flags, "--json")
+    again = run_cli("export", "iceberg", root, *flags, "--json", "--no-follow")
     assert again.returncode == 0, again.stderr
-    check_export(catalog.load_table("lake.exported"), json.loads(again.stdout))
+    out = json.loads(again.stdout)
+    check_export(catalog.load_table("lake.exported"), out)
+    followed = Path(root, "_lakestats", *FOLLOWED)
+    assert not out["followed"] and not followed.exists()
+    assert json.loads(done.stdout)["export"]["followed"]
+
+
+def test_a_catalog_password_is_never_remembered(tmp_path):
+    exported = Exported("1", "s", "p", 0, "v")
+    root = Store(str(tmp_path))
+    assert follow(root, Selection("iceberg", catalog="sqlite:///c.db", table_name="a.b"),
+                  exported)
+    assert json.loads(root.read_bytes(*FOLLOWED))["catalog"] == "sqlite:///c.db"
+    unfollow(root)
+    assert not follow(root, Selection("iceberg", catalog="postgresql://u:secret@h/db",
+                                      table_name="a.b"), exported)
+    assert not root.exists(*FOLLOWED)
 
 
 def test_export_refuses_what_it_cannot_do(lake, tmp_path):

@@ -5,16 +5,19 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from pathlib import Path
 
 import boto3
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakestats.functions.notifications import BadEvent, changes
+from lakestats.formats import open_snapshot
+from lakestats.functions.notifications import BadEvent, changes, commit_of, table_of
 from lakestats.infra.local_stack import wire_bucket
 from lakestats.metastore.layout import object_events_pattern
 from lakestats.metastore.store import s3_filesystem
+from tests.public_tables import at_its_location, tables_under, unzipped
 from tests.tables import mixed
 
 
@@ -99,3 +102,40 @@ def test_localstack_routes_the_same(localstack_endpoint):
         "Messages", []) for c in changes(json.loads(m["Body"]))]
     assert sorted((c.key, c.created) for c in events) == [("orders/a b+c.parquet", False),
                                                           ("orders/a b+c.parquet", True)]
+
+
+VENDORED = Path(__file__).resolve().parent / "data"
+
+
+@pytest.mark.parametrize("fmt", ["delta", "hudi", "iceberg"])
+def test_commits_wake_their_table_and_data_files_are_data(fmt, tmp_path):
+    """Over tables other writers wrote: each data file of the current snapshot is a data
+    file to the event handler, the file that made the snapshot a commit, and the files a
+    commit names (Iceberg manifests) neither."""
+    roots = [(root, found) for root, found in tables_under(unzipped(VENDORED / fmt, tmp_path))
+             if "refused" not in root.parts]      # a v3 deletion vector: no snapshot read
+    assert roots
+    named = 0
+    for root, found in roots:
+        with at_its_location(root, found):
+            snapshot = open_snapshot(str(root))
+        assert found == snapshot.format
+        table = "s3://lake/t"
+        uri = f"{table}/".__add__
+        for f in snapshot.files:
+            if not f.rel_path.startswith(("..", "/")) and "://" not in f.rel_path:
+                assert table_of(uri(f.rel_path), (table,)) == (table, f.rel_path), root
+        files = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+        commits = {rel for rel in files if commit_of(uri(rel), (table,))}
+        if fmt == "delta":
+            assert f"_delta_log/{int(snapshot.id):020d}.json" in commits, root
+        elif fmt == "hudi" and snapshot.id:
+            assert any(rel.rsplit("/", 1)[-1].startswith(snapshot.id) for rel in commits), root
+        elif fmt == "iceberg":
+            assert max(rel for rel in files if rel.endswith(".metadata.json")) in commits
+            manifests = [rel for rel in files if rel.endswith(".avro")]
+            named += len(manifests)
+            assert not any(table_of(uri(rel), (table,)) or commit_of(uri(rel), (table,))
+                           for rel in manifests), root
+        assert not commits & {f.rel_path for f in snapshot.files}, root
+    assert named or fmt != "iceberg"

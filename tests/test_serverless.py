@@ -23,6 +23,9 @@ from lakestats.metastore.reader import StatisticsReader
 from lakestats.formats import open_snapshot
 from lakestats.metastore.store import s3_client, s3_filesystem
 from tests.tables import mixed, published_files
+from tests.test_formats import batch, partitioned_iceberg
+from tests.test_formats_on_s3 import iceberg_s3, storage_options
+from tests.test_iceberg_export import check_export
 
 pytestmark = pytest.mark.slow
 
@@ -145,6 +148,64 @@ def test_a_killed_watcher_redelivers_without_double_counting(lake, run, redis_ur
         stop.set()
         thread.join(timeout=30)
     assert_equals_clean_compute(table, run)
+
+
+def describes(table: str, snapshot: str) -> bool:
+    """Whether the published version describes the table format's snapshot."""
+    try:
+        return StatisticsReader(f"{table}/_lakestats").manifest.snapshot == snapshot
+    except Exception:  # noqa: BLE001 - nothing published yet
+        return False
+
+
+def test_a_delta_commit_alone_wakes_its_reduction(lake, redis_url, s3_endpoint):
+    """A delete of whole partitions writes only a commit to _delta_log/: the version follows."""
+    from deltalake import DeltaTable, write_deltalake
+    bucket, queue, table = lake
+    options = storage_options(s3_endpoint)
+    write_deltalake(table, batch(0, n=200).append_column("p", pa.array([0, 1] * 100)),
+                    partition_by=["p"], storage_options=options)
+    stop, thread, _ = watching(queue, watch_settings(redis_url, table))
+    try:
+        wait_until(lambda: describes(table, "0"))
+        DeltaTable(table, storage_options=options).delete("p = 1")
+        wait_until(lambda: describes(table, "1"))
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert StatisticsReader(f"{table}/_lakestats").manifest.row_count == 100
+
+
+def test_a_followed_iceberg_catalog_gets_every_new_snapshot(lake, redis_url, s3_endpoint,
+                                                             tmp_path):
+    """Exported once, then each snapshot the event path reduces is exported by the
+    reduction: the current snapshot has its own statistics files, read back by pyiceberg."""
+    from lakestats import api
+    from lakestats.formats import Selection
+    from lakestats.formats.iceberg_export import export, follow
+    from lakestats.metastore.store import Store
+    bucket, queue, table = lake
+    catalog, iceberg = partitioned_iceberg(tmp_path, "events", table, **iceberg_s3(s3_endpoint))
+    selection = Selection("iceberg", catalog=f"sqlite:///{tmp_path}/catalog.db",
+                          table_name="lake.events", catalog_name="test")
+    stop, thread, reports = watching(queue, watch_settings(redis_url, table))
+    try:
+        wait_until(lambda: describes(table, str(iceberg.current_snapshot().snapshot_id)))
+        statistics = api.open(table)
+        first = export(table, statistics.reader, selection)
+        assert follow(Store(statistics.root), selection, first)
+        catalog.load_table("lake.events").append(batch(5, n=5000))
+        current = str(catalog.load_table("lake.events").current_snapshot().snapshot_id)
+        wait_until(lambda: any((r.get("export") or {}).get("snapshot") == current
+                               for r in reports))
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    [out] = [r["export"] for r in reports if (r.get("export") or {}).get("snapshot") == current]
+    assert out["followed"]
+    check_export(catalog.load_table("lake.events"), out)
+    # the export's own commit woke one reduction, which found nothing to do
+    assert not [r for r in reports if r.get("export") and "error" in r["export"]]
 
 
 @pytest.fixture
