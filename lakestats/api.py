@@ -203,11 +203,16 @@ class TableStatistics:
                   progress: Progress | None = None) -> dict:
         """Quantiles of the column: exact from its frequencies when the table keeps them all,
         else from its sketch with the rank error; `exact` takes them from the exact ranks
-        (a distributed sort of the column, computed once per version when missing)."""
+        when the frequencies do not hold every value (a distributed sort of the column,
+        computed once per version when missing)."""
         self.check_column(column)
         if exact:
-            self.ensure_ranks(column, settings=settings, invoker=invoker, progress=progress)
-            out = {"exact": True, "quantiles": self.reader.exact_quantiles(column, list(qs))}
+            found = None if self.has_ranks(column) else \
+                self.reader.frequency_quantiles(column, list(qs))
+            if found is None:
+                self.ensure_ranks(column, settings=settings, invoker=invoker, progress=progress)
+                found = self.reader.exact_quantiles(column, list(qs))
+            out = {"exact": True, "quantiles": found}
         else:
             out = self.reader.quantiles(column, list(qs))
         result = {"column": column, "exact": out["exact"],

@@ -245,18 +245,27 @@ class StatisticsReader:
     def quantiles(self, column: str, qs: list[float]) -> dict:
         """Exact from the column's frequencies when the table keeps them all; otherwise
         approximate, from the merged KLL sketch, with its normalized rank error."""
+        exact = self.frequency_quantiles(column, qs)
+        if exact is not None:
+            return {"exact": True, "quantiles": exact}
         row = self._row(column, sketches=True)
         arrow_type = self.schema().field(column).type
-        if row["frequencies_complete"] and not row["exact_as_of"]:
-            rows, batches = files.frequency_batches(self._frequencies_dir(column, None), column)
-            return {"exact": True, "quantiles": quantiles.from_count_batches(
-                lambda: ((t["value"].combine_chunks(), t["frequency"].to_numpy())
-                         for t in batches()), rows, arrow_type, qs)}
         if row["quantile_sketch"] is None:
             raise StatisticsNotFound(f"column {column!r} ({arrow_type}) keeps only its repeated "
                                      "values and has no quantile sketch: use --exact")
         values, error = quantiles.from_sketch(row["quantile_sketch"], arrow_type, qs)
         return {"exact": False, "rank_error": error, "quantiles": values}
+
+    def frequency_quantiles(self, column: str, qs: list[float]) -> list[str | None] | None:
+        """percentile_disc from the column's frequency list, when the table keeps every value
+        in it and its counts are current; None otherwise."""
+        row = self._row(column)
+        if not row["frequencies_complete"] or row["exact_as_of"]:
+            return None
+        rows, batches = files.frequency_batches(self._frequencies_dir(column, None), column)
+        return quantiles.from_count_batches(
+            lambda: ((t["value"].combine_chunks(), t["frequency"].to_numpy())
+                     for t in batches()), rows, self.schema().field(column).type, qs)
 
     def _ranks(self) -> pq.ParquetFile | None:
         """The version's ranks.parquet, None if it has none. Ranks come after their version's

@@ -175,3 +175,23 @@ def test_ranks_of_a_table_on_s3(s3_endpoint, run, invoker, settings, tmp_path):
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ranks", Prefix="t/_lakestats/exchange")
             .get("Contents", []) if not o["Key"].endswith("/")]   # a directory marker may stay
     assert keys == []
+
+
+def test_exact_quantiles_sort_only_what_the_frequencies_do_not_hold(tmp_path, run):
+    """A column whose frequency list holds every value answers --exact from it, with no
+    distributed sort; a near-unique one (values seen once are not listed) is sorted."""
+    import lakestats
+    few = floats_with_specials().to_numpy(zero_copy_only=False).round(-2)
+    values = {"few": pa.array(few, from_pandas=True), "unique": floats_with_specials()}
+    for i, piece in enumerate(split(pa.array(range(N)), [N // 4] * 4)):
+        rows = piece.to_numpy()
+        write(tmp_path / f"p{i}.parquet", pa.table({k: v.take(rows) for k, v in values.items()}))
+    run(tmp_path, frequencies=FrequencySettings(low_distinct_max=100))
+    stats = lakestats.open(str(tmp_path))
+    for column, sorted_ in (("few", False), ("unique", True)):
+        got = stats.quantiles(column, QS, exact=True)
+        assert got["exact"]
+        expected = [percentile_disc(values[column].to_pylist(), q) for q in QS]
+        assert all(same(g["value"], e, pa.float64()) for g, e in zip(got["quantiles"],
+                                                                     expected)), column
+        assert stats.has_ranks(column) == sorted_, column
