@@ -12,6 +12,7 @@ value parses as it, as a compute would.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 import re
 
 import pyarrow as pa
@@ -48,7 +49,7 @@ def parse(text: str | None, t: pa.DataType):
     return text
 
 
-def infer(values: list[str | None]) -> pa.DataType:
+def infer(values: Iterable[str | None]) -> pa.DataType:
     """The type of a directory column from its values, as Spark infers it."""
     return next(t for t in TYPES if infer_as(values, t))      # every value is a string
 
@@ -57,10 +58,10 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
     """`files` with their directory values as typed columns of their rows: typed as inferred
     over `files`, or for the columns `known` types (the published statistics', for a file
     seen alone), as it types them where the values parse."""
-    values: dict[str, list] = {}
+    values: dict[str, set] = {}       # distinct values: files of a directory share them
     for f in files:
         for k, v in f.partition_values.items():
-            values.setdefault(k, []).append(v)
+            values.setdefault(k, set()).add(v)
     if not values:
         return files
     types = {k: infer(vs) for k, vs in values.items()}
@@ -68,10 +69,11 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
         for k, vs in values.items():
             if k in known.names and infer_as(vs, known.field(k).type):
                 types[k] = known.field(k).type
-    return [_typed(f, types) for f in files]
+    readings: dict[tuple, tuple[str, ...]] = {}      # files of one directory share theirs
+    return [_typed(f, types, readings) for f in files]
 
 
-def infer_as(values: list[str | None], t: pa.DataType) -> bool:
+def infer_as(values: Iterable[str | None], t: pa.DataType) -> bool:
     """Whether every value is one of type `t`."""
     try:
         for v in values:
@@ -81,10 +83,12 @@ def infer_as(values: list[str | None], t: pa.DataType) -> bool:
         return False
 
 
-def _typed(f: DataFile, types: dict[str, pa.DataType]) -> DataFile:
+def _typed(f: DataFile, types: dict[str, pa.DataType], readings: dict) -> DataFile:
     own = f.partition_values
     if not own:
         return f
-    reading = with_table_columns((), constants=pa.table({
-        k: pa.array([parse(v, types[k])], types[k]) for k, v in own.items()}))
-    return DataFile(f.rel_path, f.size, f.etag, f.partition, reading, f.modified_ns)
+    key = tuple(own.items())
+    if key not in readings:
+        readings[key] = with_table_columns((), constants=pa.table({
+            k: pa.array([parse(v, types[k])], types[k]) for k, v in own.items()}))
+    return DataFile(f.rel_path, f.size, f.etag, f.partition, readings[key], f.modified_ns)

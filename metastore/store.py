@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import os
 import uuid
@@ -48,14 +49,19 @@ class DataFile:
         return hashlib.sha1("\0".join((f"{self.size}:{self.etag}", *self.reading)).encode()
                             ).hexdigest()[:16]
 
-    @property
+    @cached_property
     def partition_values(self) -> dict[str, str | None]:
         """The format's values, else Hive-style directory values: a/year=2024/m=1/f.parquet
-        -> {year: 2024, m: 1}."""
+        -> {year: 2024, m: 1} (one dict, not to be changed)."""
         if self.partition is not None:
             return dict(self.partition)
-        parts = self.rel_path.split("/")[:-1]
-        return {k: unquote(v) for k, _, v in (p.partition("=") for p in parts if "=" in p)}
+        return dict(_directory_values(self.rel_path.rpartition("/")[0]))
+
+
+@functools.lru_cache(maxsize=1 << 16)      # files of one directory share its values
+def _directory_values(directory: str) -> tuple[tuple[str, str], ...]:
+    return tuple((k, unquote(v)) for k, _, v in (p.partition("=") for p in directory.split("/")
+                                                  if "=" in p))
 
 
 def _ns(stamp) -> int | None:

@@ -36,27 +36,53 @@ class FlagArrays:
                    np.array([f.null for f in flags], bool))
 
     def flags(self) -> list[Flags]:
-        return [Flags(bool(t), bool(f), bool(n))
-                for t, f, n in zip(self.true, self.false, self.null)]
+        return [Flags(t, f, n) for t, f, n in zip(self.true.tolist(), self.false.tolist(),
+                                                   self.null.tolist())]
 
 
 class _Fallback(LakestatsError):
     """This node is not of a vectorized shape: ask pruning.predicate, partition by partition."""
 
 
-def evaluate_all(node: E.Expression, views: list[StatsView], member_all: MemberAll
-                 ) -> list[Flags]:
-    return _evaluate(node, views, member_all).flags()
+class Views:
+    """The partitions as the batch evaluator reads them: a column's ranges as arrays over
+    every partition (`columns`), and each partition's StatsView for what is evaluated one
+    partition at a time. This one derives the arrays from the views; pruning.views keeps
+    them as arrays and makes a view only when one is asked for."""
+
+    def __init__(self, views: list[StatsView]):
+        self._views = views
+
+    def __len__(self) -> int:
+        return len(self._views)
+
+    @property
+    def views(self) -> list[StatsView]:
+        return self._views
+
+    def first(self) -> StatsView:
+        """Any partition's view: what a constant is evaluated against."""
+        return self.views[0]
+
+    def columns(self, name: str) -> _Columns:
+        return _Columns.of(name, self.views)
 
 
-def _evaluate(node: E.Expression, views: list[StatsView], member_all: MemberAll) -> FlagArrays:
+def evaluate_all(node: E.Expression, partitions: Views | list[StatsView],
+                 member_all: MemberAll) -> list[Flags]:
+    if not isinstance(partitions, Views):
+        partitions = Views(partitions)
+    return _evaluate(node, partitions, member_all).flags()
+
+
+def _evaluate(node: E.Expression, views: Views, member_all: MemberAll) -> FlagArrays:
     rule = RULES.get(type(node))
     try:
         if rule is not None:
             return rule(node, views, member_all)
     except _Fallback:
         pass
-    return FlagArrays.of([evaluate(node, v) for v in views])
+    return FlagArrays.of([evaluate(node, v) for v in views.views])
 
 
 def _and(node, views, member_all) -> FlagArrays:
@@ -88,8 +114,7 @@ class _Columns:
     known: np.ndarray
 
     @classmethod
-    def of(cls, node: E.Column, views: list[StatsView]) -> _Columns:
-        name = node.name
+    def of(cls, name: str, views: list[StatsView]) -> _Columns:
         ranges = [v.column(name) for v in views]
         lows, highs = np.empty(len(ranges), object), np.empty(len(ranges), object)
         lows[:], highs[:] = [r.low for r in ranges], [r.high for r in ranges]
@@ -97,15 +122,15 @@ class _Columns:
                                              for k in ("values", "nulls", "nan", "known")))
 
 
-def _operands(left: E.Expression, right: E.Expression, op: type, views: list[StatsView]
+def _operands(left: E.Expression, right: E.Expression, op: type, views: Views
               ) -> tuple[_Columns, Range, type]:
     """(the column's ranges, the constant's range, the operator with the column on the left)
     for `column op constant` or `constant op column`."""
     if isinstance(right, E.Column) and not left.find(E.Column):
         left, right, op = right, left, FLIPPED[op]
-    if not isinstance(left, E.Column) or right.find(E.Column) or not views:
+    if not isinstance(left, E.Column) or right.find(E.Column) or not len(views):
         raise _Fallback
-    return _Columns.of(left, views), value_range(right, views[0]), op
+    return views.columns(left.name), value_range(right, views.first()), op
 
 
 def compare_all(op: type, a: _Columns, b: Range) -> FlagArrays:
@@ -160,7 +185,7 @@ def _comparison(node, views, member_all) -> FlagArrays:
 
 def _between(node, views, member_all) -> FlagArrays:
     a, low, _ = _operands(node.this, node.args["low"], E.GTE, views)
-    high = value_range(node.args["high"], views[0])
+    high = value_range(node.args["high"], views.first())
     if node.args["high"].find(E.Column):
         raise _Fallback
     above, below = compare_all(E.GTE, a, low), compare_all(E.LTE, a, high)
@@ -172,7 +197,7 @@ def _between(node, views, member_all) -> FlagArrays:
 def _is(node, views, member_all) -> FlagArrays:
     if not isinstance(node.expression, E.Null) or not isinstance(node.this, E.Column):
         raise _Fallback
-    a = _Columns.of(node.this, views)
+    a = views.columns(node.this.name)
     n = len(a.known)
     return FlagArrays(np.where(a.known, a.nulls, True), np.where(a.known, a.values | a.nan, True),
                       np.zeros(n, bool))
@@ -180,10 +205,10 @@ def _is(node, views, member_all) -> FlagArrays:
 
 def _in(node, views, member_all) -> FlagArrays:
     if node.args.get("query") or not node.expressions or not isinstance(node.this, E.Column) \
-            or any(x.find(E.Column) for x in node.expressions) or not views:
+            or any(x.find(E.Column) for x in node.expressions) or not len(views):
         raise _Fallback
-    a = _Columns.of(node.this, views)
-    items = [value_range(x, views[0]) for x in node.expressions]
+    a = views.columns(node.this.name)
+    items = [value_range(x, views.first()) for x in node.expressions]
     if not all(i.known for i in items):
         return FlagArrays.of([MAYBE] * len(views))
     with_values = [i for i in items if i.values]

@@ -23,7 +23,7 @@ from lakestats.pruning.batch import evaluate_all
 from lakestats.pruning.freshness import Freshness, freshness
 from lakestats.pruning.join_conditions import conjuncts
 from lakestats.pruning.predicate import StatsView
-from lakestats.pruning.views import bounds, candidates
+from lakestats.pruning.views import bounds, candidates, of_candidates
 
 STRING_VALUES_MAX = 100_000     # distinct strings a diP lists exactly; beyond, [min, max] zones
 FREQUENCY_READS_MAX = 32        # partitions whose frequencies a string diP reads for its values
@@ -124,7 +124,7 @@ class JoinTable:
         mask = np.ones(len(self.report.paths), bool)
         if predicates:
             node = exp.and_(*predicates) if len(predicates) > 1 else predicates[0]
-            flags = evaluate_all(node, [p.view for p in self.parts], self.member_all)
+            flags = evaluate_all(node, of_candidates(self.parts), self.member_all)
             keep = np.array([f.true for f in flags], bool)
             partial = keep & np.array([f.false or f.null for f in flags], bool)
             for column in sorted({c.name for c in node.find_all(exp.Column)}):
@@ -152,8 +152,8 @@ class JoinTable:
         owners = col.owners[ranges]
         lows, highs = bounds(col.lows.take(pa.array(ranges)), col.highs.take(pa.array(ranges)))
         node = exp.and_(*alone)
-        views = [StatsView({column: {**self.parts[i].view.stats[column], "low": low,
-                                     "high": high}}, self.parts[i].view.row_count, {column})
+        views = [StatsView({column: {**self.parts[i].stats(column), "low": low,
+                                     "high": high}}, self.parts[i].rows, {column})
                  for i, low, high in zip(owners.tolist(), lows, highs)]
         hits = np.array([f.true for f in evaluate_all(node, views, lambda *_: None)], bool)
         ranged = np.zeros(len(asked), bool)
@@ -207,7 +207,7 @@ class JoinTable:
         if col.distinct[asked].sum() > STRING_VALUES_MAX:
             return None
         parts = [self.parts[i] for i in np.flatnonzero(asked)]
-        held = [p.values(column) if column in p.view.stats else [] for p in parts]
+        held = [p.values(column) if p.stats(column) is not None else [] for p in parts]
         unlisted = [p for p, h in zip(parts, held) if h is None]
         if len(unlisted) > FREQUENCY_READS_MAX:
             return None

@@ -35,7 +35,7 @@ from lakestats.pruning.freshness import Freshness, freshness
 from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
 from lakestats.pruning.ranges import session_zone
 from lakestats.pruning.validate import unknown_column, validate
-from lakestats.pruning.views import Candidate, candidates, hive_columns
+from lakestats.pruning.views import Candidate, candidates, hive_columns, of_candidates
 
 
 @dataclass
@@ -93,7 +93,7 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     now = freshness(table_uri or stats.manifest.table, stats.manifest,
                     {p.path: p.fingerprint for p in parts}, assume_current)
     if node is not None:     # over every partition: member_all knows them by position
-        for p, flags in zip(parts, evaluate_all(node, [p.view for p in parts], member_all)):
+        for p, flags in zip(parts, evaluate_all(node, of_candidates(parts), member_all)):
             p.flags = flags
     parts = [p for p in parts if now.described(p.path)]
     result = PruneResult(fully_matching=[p.path for p in parts if p.flags.true and p.fully],
@@ -125,7 +125,7 @@ def _certain_rows(p: Candidate, node, stats: StatisticsReader, schema: pa.Schema
         return p.rows
     names = columns_of(node) if node is not None else set()
     column = next(iter(names)) if len(names) == 1 else None
-    if column not in schema.names or column not in p.view.stats:
+    if column not in schema.names or p.stats(column) is None:
         return 0
     arrow_type = schema.field(column).type
     if p.values(column) is not None or not p.has_bloom(column):
@@ -220,7 +220,7 @@ def _top_k(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
         return []
     spans = {}
     for p in candidates:
-        s = p.view.stats.get(column)
+        s = p.stats(column)
         if s is None:
             return candidates            # a Hive column or a missing one: no bounds to use
         values = s["row_count"] - s["null_count"] - (s.get("nan_count") or 0) > 0

@@ -5,7 +5,7 @@ about a column."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -20,26 +20,40 @@ from lakestats.metastore.layout import Layout
 from lakestats.metastore.membership import read_blooms
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
-from lakestats.pruning.batch import MemberAll
+from lakestats.pruning.batch import MemberAll, Views, _Columns
 from lakestats.pruning.predicate import StatsView
 from lakestats.pruning.ranges import Flags
 
 ALWAYS = Flags(True, False, False)
+# a column's rows are made one by one for the first views asked (at least this many, up to
+# an eighth of the partitions), then all at once
+ROWS_ONE_BY_ONE = 64
+ROW_FIELDS = ("row_count", "null_count", "nan_count", "distinct_count", "values")
+BLOOM_FIELDS = ("bloom_pack", "bloom_offset", "bloom_length")
 
 
-@dataclass
 class Candidate:
     """A partition in the plan: its statistics, and what the predicate says of it."""
-    path: str
-    rows: int
-    size: int
-    fingerprint: str
-    layout: Layout
-    view: StatsView
-    flags: Flags = field(default=ALWAYS)
-    # false where the format deletes rows the statistics still count (Iceberg equality
-    # deletes): the bounds hold, but no row is certain, so LIMIT and top-k boundaries skip it
-    exact: bool = True
+    __slots__ = ("path", "rows", "size", "fingerprint", "layout", "flags", "exact", "_i",
+                 "_partitions")
+
+    def __init__(self, path: str, rows: int, size: int, fingerprint: str, layout: Layout,
+                 exact: bool, i: int, partitions: Partitions):
+        self.path, self.rows, self.size, self.fingerprint = path, rows, size, fingerprint
+        self.layout, self.flags = layout, ALWAYS
+        # false where the format deletes rows the statistics still count (Iceberg equality
+        # deletes): the bounds hold, but no row is certain, so LIMIT and top-k boundaries
+        # skip it
+        self.exact = exact
+        self._i, self._partitions = i, partitions
+
+    @property
+    def view(self) -> StatsView:
+        return self._partitions.view(self._i)
+
+    @property
+    def table_columns(self) -> set[str]:
+        return self._partitions.table_columns(self._i)
 
     @property
     def directory(self) -> Store:
@@ -50,13 +64,17 @@ class Candidate:
     def fully(self) -> bool:
         return not (self.flags.false or self.flags.null)
 
+    def stats(self, column: str) -> dict | None:
+        """Its statistics of the column (its view's), None where it has none."""
+        return self._partitions.stats_of(self._i, column)
+
     def values(self, column: str) -> list[dict] | None:
         """The column's values and counts in the partition, when it has few (the index
         keeps them)."""
-        return self.view.stats[column].get("values")
+        return self.stats(column).get("values")
 
     def has_bloom(self, column: str) -> bool:
-        return self.view.stats[column].get("bloom") is not None
+        return self.stats(column).get("bloom") is not None
 
 
 def candidates(stats: StatisticsReader, wanted: set[str], index: pa.Table | None = None
@@ -64,40 +82,187 @@ def candidates(stats: StatisticsReader, wanted: set[str], index: pa.Table | None
     """Every partition of the version, with the statistics of the `wanted` columns, and the
     membership test of many partitions at once (pruning.batch); from `index`, the partition
     index holding those columns, when the caller has read it."""
-    table_schema = stats.schema()
-    columns = sorted(c for c in wanted if c in table_schema.names)
-    if index is None:
-        index = stats.partition_index(columns)
-    paths = index["path"].to_pylist()
-    per_column = {c: _ranges(index, table_schema, c) for c in columns}
-    blooms = _Blooms(stats, per_column)
-    names = set(table_schema.names)
-    inexact = stats.manifest.inexact
-    out = []
-    for i, (path, rows, size, fingerprint, hive) in enumerate(zip(
-            paths, index["row_count"].to_pylist(), index["size"].to_pylist(),
-            index["fingerprint"].to_pylist(), index["partition_values"].to_pylist())):
-        held = {c: per_column[c][i] for c in columns if per_column[c][i] is not None}
-        for name, value in hive:                               # Hive directories
-            if name in wanted and name not in held:
-                held[name] = {"row_count": rows, "null_count": 0, "nan_count": 0,
-                              "low": _guess(value), "high": _guess(value)}
-        candidate = Candidate(path, rows, size, fingerprint, stats.layout, None,
-                              exact=path not in inexact)
-        candidate.view = StatsView(held, rows, names | {k for k, _ in hive} if hive else names,
-                                   _membership(candidate, i, table_schema, held, blooms))
-        out.append(candidate)
-    return out, _member_all(out, table_schema, blooms)
+    partitions = Partitions.of(stats, wanted, index)
+    return partitions.candidates, _member_all(partitions)
+
+
+class Partitions(Views):
+    """The partitions of a plan, columnar: a column's counts and bounds as arrays over them
+    all, read once from the partition index; a partition's StatsView is made only when
+    something evaluates that partition alone (or reads its membership)."""
+
+    def __init__(self, stats: StatisticsReader, per_column: dict[str, _ColumnStats],
+                 rows: list[int], hive: list[tuple], wanted: set[str]):
+        table_schema = stats.schema()
+        self.table_schema, self.per_column, self.rows, self.hive = \
+            table_schema, per_column, rows, hive
+        self.wanted, self.names = wanted, set(table_schema.names)
+        self.blooms = _Blooms(stats, per_column)
+        self._known: dict[tuple, set[str]] = {(): self.names}
+        self.hive_names = {k for values in hive for k, _ in values}
+        self._views: list[StatsView | None] = [None] * len(rows)
+        self.candidates: list[Candidate] = []
+
+    @classmethod
+    def of(cls, stats: StatisticsReader, wanted: set[str], index: pa.Table | None
+           ) -> Partitions:
+        table_schema = stats.schema()
+        columns = sorted(c for c in wanted if c in table_schema.names)
+        if index is None:
+            index = stats.partition_index(columns)
+        rows = index["row_count"].to_pylist()
+        out = cls(stats, {c: _ColumnStats.of(index, table_schema, c) for c in columns}, rows,
+                  index["partition_values"].to_pylist(), wanted)
+        inexact, layout = stats.manifest.inexact, stats.layout
+        out.candidates = [Candidate(path, n, size, fingerprint, layout, path not in inexact, i,
+                                    out)
+                          for i, (path, n, size, fingerprint) in enumerate(zip(
+                              index["path"].to_pylist(), rows, index["size"].to_pylist(),
+                              index["fingerprint"].to_pylist()))]
+        return out
+
+    @property
+    def views(self) -> list[StatsView]:
+        return [self.view(i) for i in range(len(self))]
+
+    def first(self) -> StatsView:
+        return self.view(0)
+
+    def table_columns(self, i: int) -> set[str]:
+        """The columns partition i knows: the table's and its Hive directories' (each set
+        of Hive names made once, not once a partition)."""
+        names = tuple(k for k, _ in self.hive[i])
+        if names not in self._known:
+            self._known[names] = self.names | set(names)
+        return self._known[names]
+
+    def view(self, i: int) -> StatsView:
+        if self._views[i] is None:
+            held = {c: row for c, row in ((c, s.row(i)) for c, s in self.per_column.items())
+                    if row is not None}
+            for name, value in self.hive[i]:                   # Hive directories
+                if name in self.wanted and name not in held:
+                    held[name] = {"row_count": self.rows[i], "null_count": 0, "nan_count": 0,
+                                  "low": _guess(value), "high": _guess(value)}
+            self._views[i] = StatsView(held, self.rows[i], self.table_columns(i), _membership(
+                self.candidates[i], i, self.table_schema, held, self.blooms))
+        return self._views[i]
+
+    def stats_of(self, i: int, column: str) -> dict | None:
+        """Partition i's statistics of `column` (its view's), None where it has none."""
+        if column in self.hive_names or column not in self.per_column:
+            return self.view(i).stats.get(column)
+        return self.per_column[column].row(i)
+
+    def has(self, column: str, asked: np.ndarray) -> np.ndarray:
+        """Which asked partitions have statistics of `column`."""
+        if column in self.hive_names or column not in self.per_column:
+            return np.array([column in self.view(i).stats for i in asked.tolist()], bool)
+        return self.per_column[column].struct.is_valid().to_numpy(
+            zero_copy_only=False)[asked]
+
+    def columns(self, name: str) -> _Columns:
+        """StatsView.column of every partition, as arrays (from views where a Hive
+        directory holds the column)."""
+        found = self.per_column.get(name)
+        if found is None or name in self.hive_names:
+            return super().columns(name)
+        return found.arrays(name, np.array(self.rows) > 0)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+@dataclass
+class _ColumnStats:
+    """One column's statistics in the partition index: arrays over the partitions, and each
+    partition's as a row (a dict, None where it lacks the column) when one is asked for."""
+    struct: pa.StructArray
+    low: list
+    high: list
+    _rows: list | None = None
+    _asked: int = 0
+
+    @classmethod
+    def of(cls, index: pa.Table, table_schema: pa.Schema, column: str) -> _ColumnStats:
+        struct = index[statistics_schema.index_column_name(table_schema.get_field_index(
+            column))].combine_chunks()
+        if "min" in [f.name for f in struct.type]:
+            low, high = bounds(pc.struct_field(struct, "min"), pc.struct_field(struct, "max"))
+        else:
+            low = high = [None] * len(struct)
+        return cls(struct, low, high)
+
+    def counts(self, name: str) -> np.ndarray:
+        return pc.fill_null(pc.struct_field(self.struct, name), 0).to_numpy(
+            zero_copy_only=False)
+
+    def arrays(self, name: str, any_rows: np.ndarray) -> _Columns:
+        """StatsView.column's Range fields over the partitions."""
+        held = self.struct.is_valid().to_numpy(zero_copy_only=False)
+        nulls, nan = self.counts("null_count"), self.counts("nan_count")
+        nonnull = self.counts("row_count") - nulls - nan
+        lows, highs = np.empty(len(held), object), np.empty(len(held), object)
+        lows[:], highs[:] = self.low, self.high
+        bounded = np.fromiter((v is not None for v in self.low), bool, len(held))
+        # a partition without the column (added later) holds it as nulls in every row
+        return _Columns(name, lows, highs, held & (nonnull > 0),
+                        np.where(held, nulls > 0, any_rows), held & (nan > 0),
+                        ~held | bounded | (nonnull == 0))
+
+    def row(self, i: int) -> dict | None:
+        """Partition i's statistics of the column (rows, once a plan asks for many)."""
+        if self._rows is not None:
+            return self._rows[i]
+        self._asked += 1
+        if self._asked > max(ROWS_ONE_BY_ONE, len(self.struct) // 8):
+            return self.rows[i]
+        one = self.struct[i]
+        if not one.is_valid:
+            return None
+        row = {n: one[n].as_py() for n in ROW_FIELDS}
+        row["bloom"] = tuple(one[n].as_py() for n in BLOOM_FIELDS) \
+            if one["bloom_pack"].is_valid else None
+        row["low"], row["high"] = self.low[i], self.high[i]
+        return row
+
+    @property
+    def rows(self) -> list[dict | None]:
+        if self._rows is None:
+            self._rows = self._as_rows(self.struct, self.low, self.high)
+        return self._rows
+
+    @staticmethod
+    def _as_rows(struct: pa.StructArray, low: list, high: list) -> list[dict | None]:
+        rows = pa.table({n: pc.struct_field(struct, n) for n in ROW_FIELDS}).to_pylist()
+        pointers = pa.table({n: pc.struct_field(struct, n) for n in BLOOM_FIELDS}).to_pylist()
+        for row, p, lo, hi in zip(rows, pointers, low, high):
+            row["bloom"] = tuple(p.values()) if p["bloom_pack"] else None
+            row["low"], row["high"] = lo, hi
+        return [row if held else None for row, held in zip(rows, struct.is_valid().to_pylist())]
+
+
+def of_candidates(parts: list[Candidate]) -> Views:
+    """What the batch evaluator reads of `parts`: their Partitions when they are all of one
+    (columnar), else their views."""
+    if parts and len(parts) == len(parts[0]._partitions) and \
+            parts == parts[0]._partitions.candidates:
+        return parts[0]._partitions
+    return Views([p.view for p in parts])
 
 
 def hive_columns(parts: list[Candidate]) -> set[str]:
-    """The columns the partitions know, Hive directory values included. Views without Hive
-    values share one set, the table's: each distinct set is read once, not once a partition."""
-    distinct = {id(p.view.table_columns): p.view.table_columns for p in parts}
-    return set().union(*distinct.values())
+    """The columns the partitions know, Hive directory values included."""
+    partitions = of_candidates(parts)
+    if isinstance(partitions, Partitions):
+        return partitions.names | partitions.hive_names
+    return set().union(*{id(s): s for s in (p.table_columns for p in parts)}.values())
 
 
-def _member_all(parts: list[Candidate], table_schema: pa.Schema, blooms: _Blooms) -> MemberAll:
+def _member_all(partitions: Partitions) -> MemberAll:
+    table_schema, blooms, parts = partitions.table_schema, partitions.blooms, \
+        partitions.candidates
+
     def member_all(column: str, values: list, asked: np.ndarray) -> np.ndarray | None:
         """May each asked partition hold one of the values? Value sets, then every Bloom
         filter asked about, probed together; a partition with neither reads its
@@ -113,45 +278,26 @@ def _member_all(parts: list[Candidate], table_schema: pa.Schema, blooms: _Blooms
         out = np.ones(asked.size, bool)
         if holders is not None:              # the value index knows, for every partition
             held = set().union(*holders.values())
-            for j, i in enumerate(asked.tolist()):
-                if column in parts[i].view.stats:
-                    out[j] = parts[i].path in held
+            known = partitions.has(column, asked)
+            out[known] = [parts[i].path in held for i in asked[known].tolist()]
             return out
         probed = []
         for j, i in enumerate(asked.tolist()):
-            part = parts[i]
-            if column not in part.view.stats:
+            stats = partitions.stats_of(i, column)
+            if stats is None:
                 continue
-            if part.values(column) is not None:
-                out[j] = any(v["value"] in wanted for v in part.values(column))
-            elif part.has_bloom(column):
+            if stats.get("values") is not None:
+                out[j] = any(v["value"] in wanted for v in stats["values"])
+            elif stats.get("bloom") is not None:
                 probed.append(j)
             else:
-                held = files.read_frequencies(part.directory, [column])["value"].to_pylist()
+                held = files.read_frequencies(parts[i].directory, [column])["value"].to_pylist()
                 out[j] = not wanted.isdisjoint(held)
         if probed:
             out[probed] = BloomFilter.may_contain_any(
                 blooms.only(column, asked[probed].tolist()), hashes)
         return out
     return member_all
-
-
-def _ranges(index: pa.Table, table_schema: pa.Schema, column: str) -> list[dict | None]:
-    """Each partition's counts and typed [low, high] of a column (None where it lacks it)."""
-    struct = index[statistics_schema.index_column_name(table_schema.get_field_index(column))]
-    struct = struct.combine_chunks()
-    names = ["row_count", "null_count", "nan_count", "distinct_count", "values"]
-    rows = pa.table({n: pc.struct_field(struct, n) for n in names}).to_pylist()
-    pointers = pa.table({n: pc.struct_field(struct, n) for n in (
-        "bloom_pack", "bloom_offset", "bloom_length")}).to_pylist()
-    for row, p in zip(rows, pointers):
-        row["bloom"] = tuple(p.values()) if p["bloom_pack"] else None
-    if "min" in [f.name for f in struct.type]:
-        low, high = bounds(pc.struct_field(struct, "min"), pc.struct_field(struct, "max"))
-        for row, lo, hi in zip(rows, low, high):
-            row["low"], row["high"] = lo, hi
-    held = struct.is_valid().to_pylist()
-    return [row if h else None for row, h in zip(rows, held)]
 
 
 def bounds(low: pa.Array, high: pa.Array) -> tuple[list, list]:
@@ -169,7 +315,7 @@ class _Blooms:
     (`only`), or, for questions one partition at a time, every partition's at the first
     (`of`). The values asked about are rendered and hashed once for all partitions."""
 
-    def __init__(self, stats: StatisticsReader, per_column: dict[str, list[dict | None]]):
+    def __init__(self, stats: StatisticsReader, per_column: dict[str, _ColumnStats]):
         self.stats, self.per_column, self.read, self.asked = stats, per_column, {}, {}
         self.found: dict[tuple, dict] = {}
 
@@ -197,14 +343,14 @@ class _Blooms:
     def of(self, column: str, i: int) -> bytes:
         if column not in self.read:
             self.read[column] = read_blooms(self.stats.layout, [
-                row["bloom"] if row else None for row in self.per_column[column]])
+                row["bloom"] if row else None for row in self.per_column[column].rows])
         return self.read[column][i]
 
     def only(self, column: str, held: list[int]) -> list[bytes]:
         """The filters of the partitions `held` alone (those the ranges kept)."""
         if column in self.read:
             return [self.read[column][i] for i in held]
-        rows = self.per_column[column]
+        rows = self.per_column[column].rows
         return read_blooms(self.stats.layout, [rows[i]["bloom"] for i in held])
 
 

@@ -124,13 +124,18 @@ def test_limit_and_top_k_read_what_a_full_scan_reads(table, where, k, order):
 @SETTINGS
 @given(where=predicates)
 def test_all_partitions_at_once_answer_as_one_at_a_time(table, where):
-    """pruning.batch evaluates every partition at once; pruning.predicate, the reference,
-    one partition at a time: the same flags for every partition."""
+    """pruning.batch evaluates every partition at once, over the index's arrays (a plan's
+    Partitions) or over views; pruning.predicate, the reference, one partition at a time:
+    the same flags for every partition."""
     from lakestats.metastore.reader import StatisticsReader
     from lakestats.pruning.batch import evaluate_all
     from lakestats.pruning.predicate import columns_of, evaluate, parse
-    from lakestats.pruning.views import candidates
+    from lakestats.pruning.views import Partitions, candidates, of_candidates
     node = parse(where)
     parts, member_all = candidates(StatisticsReader(f"{table}/_lakestats"), columns_of(node))
+    columnar = of_candidates(parts)
+    assert isinstance(columnar, Partitions)
+    flags = evaluate_all(node, columnar, member_all)
     views = [p.view for p in parts]
-    assert evaluate_all(node, views, member_all) == [evaluate(parse(where), v) for v in views]
+    assert flags == evaluate_all(node, views, member_all) == [evaluate(parse(where), v)
+                                                              for v in views]
