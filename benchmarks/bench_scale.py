@@ -1,12 +1,14 @@
 """Scale and load on the local stack (real redis-server, moto's S3+SQS server, local worker
 processes), and the cost model checked against the S3 requests the stack served.
 
-    .venv/bin/python benchmarks/bench_scale.py [--files 1000,10000] [--burst 1000]
+    .venv/bin/python benchmarks/bench_scale.py [--files 1000,10000] [--pack-bytes 0,...]
+        [--burst 1000]
         [--width 1000] [--cost-files 20,60,40] [--workers 2] [--big-files 8]
         [--only L1,L2,L3,C,G]
 
 L1 tables of N small files (5 columns, 200 rows each) computed from scratch by the CLI, on
-   local disk, each on a fresh Redis: seconds, the coordinator's peak RSS, Redis' peak memory,
+   local disk, each on a fresh Redis, once per pack budget (0: one file a call), and the
+   partition statistics alone in-process, one file a call against packs: seconds, the coordinator's peak RSS, Redis' peak memory,
    and their growth from the first N to the last; DuckDB SUMMARIZE of the same files beside.
 L2 a burst of --burst files landing in a bucket whose events go to SQS: `lakestats watch` until
    the published version holds them all: seconds, the watcher's peak RSS, Redis' peak; on
@@ -102,22 +104,53 @@ def measured(argv: list[str], env: dict, until=None) -> tuple[float, float, floa
     return seconds, maxrss, peak
 
 
-def l1(work: Path, counts: list[int], workers: int) -> None:
+def l1(work: Path, counts: list[int], workers: int, budgets: list[int]) -> None:
     rows = []
     for n in counts:
         table = small_table(work, n)
-        shutil.rmtree(table / "_lakestats", ignore_errors=True)
-        seconds, rss, redis_mb = measured([CLI, "compute", str(table), "--quiet", "--workers",
-                                           str(workers)], {})
         duck = run_duckdb(table, workers)
-        rows.append((n, seconds, rss, redis_mb))
-        print(f"L1 {n:,} files: compute {seconds:.1f} s ({seconds / n * 1000:.1f} ms a file), "
-              f"coordinator peak {rss:.0f} MB, Redis peak {redis_mb:.1f} MB; DuckDB SUMMARIZE "
-              f"{duck:.1f} s -> {seconds / duck:.1f}x DuckDB", flush=True)
+        for budget in budgets:
+            shutil.rmtree(table / "_lakestats", ignore_errors=True)
+            seconds, rss, redis_mb = measured([CLI, "compute", str(table), "--quiet",
+                                               "--workers", str(workers)],
+                                              {"LAKESTATS_PACK_BYTES": str(budget)})
+            if budget == budgets[-1]:
+                rows.append((n, seconds, rss, redis_mb))
+            print(f"L1 {n:,} files, packs of {budget / 2**20:g} MB: compute {seconds:.1f} s "
+                  f"({seconds / n * 1000:.1f} ms a file), coordinator peak {rss:.0f} MB, Redis "
+                  f"peak {redis_mb:.1f} MB; DuckDB SUMMARIZE {duck:.1f} s -> "
+                  f"{seconds / duck:.1f}x DuckDB", flush=True)
+        packing(table, workers, budgets)
     if len(rows) > 1:
         (n0, s0, r0, m0), (n1, s1, r1, m1) = rows[0], rows[-1]
         print(f"L1 growth x{n1 / n0:.0f} files: time x{s1 / s0:.1f}, coordinator memory "
               f"x{r1 / r0:.2f}, Redis memory x{m1 / m0:.2f} (linear would be x{n1 / n0:.0f})")
+
+
+def packing(table: Path, workers: int, budgets: list[int]) -> None:
+    """The partition statistics alone, in-process on a warm pool, one file a call against
+    the packs of the last budget, twice each, alternating: seconds and calls."""
+    from lakestats.algorithms.partitions.driver import compute_partitions, packs
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import EmbeddedRedis
+    from lakestats.metastore.layout import Layout
+    from lakestats.metastore.store import Store
+    files = Store(str(table)).list_files()
+    server = EmbeddedRedis().start()
+    try:
+        with make_invoker("local", workers) as invoker:
+            for budget in [0, budgets[-1]] * 2:
+                shutil.rmtree(table / "_lakestats", ignore_errors=True)
+                started = time.monotonic()
+                compute_partitions(invoker, str(table), Layout.of_table(str(table)), files,
+                                   Settings(redis_url=server.url, pack_bytes=budget))
+                calls = len(packs([f.size for f in files], budget, workers))
+                print(f"L1 {len(files):,} files, partition statistics alone, packs of "
+                      f"{budget / 2**20:g} MB: {time.monotonic() - started:.1f} s, {calls:,} "
+                      "calls", flush=True)
+    finally:
+        server.stop()
 
 
 def s3_stack():
@@ -272,6 +305,9 @@ def cost(proxy, files: list[int], workers: int) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--files", default="1000,10000")
+    p.add_argument("--pack-bytes", default=f"0,{32 << 20},{128 << 20},{512 << 20}",
+                   help="L1: the pack budgets to run (LAKESTATS_PACK_BYTES), the last one's "
+                        "rows for the growth line")
     p.add_argument("--burst", type=int, default=1000)
     p.add_argument("--burst-on", choices=["moto", "localstack"], default="moto")
     p.add_argument("--width", type=int, default=1000)
@@ -286,7 +322,8 @@ def main() -> None:
     work = Path(tempfile.gettempdir()) / "lakestats-bench-scale"
     work.mkdir(exist_ok=True)
     if "L1" in only:
-        l1(work, [int(n) for n in args.files.split(",")], args.workers)
+        l1(work, [int(n) for n in args.files.split(",")], args.workers,
+           [int(b) for b in args.pack_bytes.split(",")])
     if "L2" in only and args.burst_on == "localstack":
         from lakestats.infra.local_stack import LOCAL_ACCOUNT
         from lakestats.infra.localstack import Localstack, localstack_python

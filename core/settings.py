@@ -38,6 +38,12 @@ EXACT_AFTER_SECONDS = 900.0
 # version, and the quiet refold makes the list exact anyway (benchmarks/bench_latency.py).
 COMPACT_FRACTION = 0.1
 REDUCTION_COMPACT_FRACTION = 0.5
+# Small files are packed into one worker call up to this many bytes, each file counted with
+# OPEN_COST_BYTES more for opening it (Spark's maxPartitionBytes and openCostInBytes, whose
+# defaults these are): a call's own cost (a Lambda invocation, the fan-out's bookkeeping) is
+# paid once per pack. 0: one file a call (benchmarks/bench_scale.py, L1).
+PACK_BYTES = 128 << 20
+OPEN_COST_BYTES = 4 << 20
 EXACT_AFTER_MAX_SECONDS = 7 * 24 * 3600
 
 
@@ -84,6 +90,7 @@ class Settings:
     # columns whose values map to the partitions holding them ("auto": the low-distinct ones)
     value_index: tuple[str, ...] = ("auto",)
     compact_fraction: float = COMPACT_FRACTION
+    pack_bytes: int = PACK_BYTES             # small files per worker call, up to this many bytes
 
     def __post_init__(self):
         # every way a URL enters (from_env, a flag through dataclasses.replace, the
@@ -162,7 +169,8 @@ class Settings:
             reduce_queue_url=env.get("LAKESTATS_REDUCE_QUEUE_URL") or None,
             lock_wait=number("LAKESTATS_LOCK_WAIT_SECONDS", LOCK_WAIT_SECONDS, float),
             exact_after=number("LAKESTATS_EXACT_AFTER_SECONDS", EXACT_AFTER_SECONDS, float,
-                               low=-EXACT_AFTER_MAX_SECONDS, high=EXACT_AFTER_MAX_SECONDS))
+                               low=-EXACT_AFTER_MAX_SECONDS, high=EXACT_AFTER_MAX_SECONDS),
+            pack_bytes=number("LAKESTATS_PACK_BYTES", PACK_BYTES, high=1 << 40))
 
 
 def names(text: str) -> tuple[str, ...]:

@@ -134,6 +134,17 @@ class PartitionResult:
 
 
 @dataclass(frozen=True)
+class PackTask:
+    """Several small data files' statistics in one call, each to its own directory."""
+    files: list[PartitionTask]
+
+
+@dataclass(frozen=True)
+class PackResult:
+    results: list[PartitionResult]      # the files', in order; status "retry": alone again
+
+
+@dataclass(frozen=True)
 class FrequencyColumn:
     """One column in a frequency step."""
     k: int                          # the column's index in the job
@@ -188,6 +199,7 @@ class RankResult:
 
 
 PARTITION_STATISTICS = "lakestats.algorithms.partitions.step.partition_statistics"
+PARTITION_PACK = "lakestats.algorithms.partitions.step.partition_pack"
 FREQUENCY_SEND = "lakestats.algorithms.frequencies.steps.send"
 FREQUENCY_CONFIRM = "lakestats.algorithms.frequencies.steps.confirm"
 FREQUENCY_REDUCE = "lakestats.algorithms.frequencies.steps.reduce"
@@ -197,6 +209,7 @@ RANK_MERGE = "lakestats.algorithms.ranks.steps.merge"
 # step -> (its task, its result): the only functions a worker will run
 STEPS: dict[str, tuple[type, type]] = {
     PARTITION_STATISTICS: (PartitionTask, PartitionResult),
+    PARTITION_PACK: (PackTask, PackResult),
     FREQUENCY_SEND: (FrequencyTask, FrequencyResult),
     FREQUENCY_CONFIRM: (FrequencyTask, FrequencyResult),
     FREQUENCY_REDUCE: (FrequencyTask, FrequencyResult),

@@ -62,6 +62,7 @@ def number(kind: type, low, high, low_open: bool = False):
 COUNT = number(int, 1, MAX_COUNT)
 THRESHOLD = number(int, 0, MAX_COUNT)
 WORKERS = number(int, 1, 10_000)
+BYTES = number(int, 0, 1 << 40)
 SECONDS = number(float, 0, MAX_SECONDS)
 
 
@@ -160,6 +161,11 @@ def parser() -> argparse.ArgumentParser:
                    help="ranges per partition range-set of numeric and temporal columns, for "
                         f"join pruning (default {defaults.RANGE_SET_SIZE}, or "
                         "$LAKESTATS_RANGE_SET_SIZE)")
+    c.add_argument("--pack-bytes", type=BYTES, metavar="N",
+                   help="pack small files into one worker call up to N bytes, each file "
+                        f"counting {defaults.OPEN_COST_BYTES >> 20} MiB more for its opening, "
+                        "as Spark packs splits (default "
+                        f"{defaults.PACK_BYTES:,}, or $LAKESTATS_PACK_BYTES; 0: a call a file)")
     c.add_argument("--allow-partial", action="store_true",
                    help="publish over the good partitions when some files fail; "
                         "the missing ones are recorded, and the exit status is 0")

@@ -19,7 +19,7 @@ FLAG_SETTINGS = {
     "max_attempts": (None, "max_attempts"), "timeout": (None, "timeout"),
     "workers": (None, "workers"), "function_name": (None, "steps_function"),
     "window": (None, "reduce_window"), "wait": (None, "lock_wait"),
-    "exact_after": (None, "exact_after"),
+    "exact_after": (None, "exact_after"), "pack_bytes": (None, "pack_bytes"),
 }
 
 

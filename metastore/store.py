@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import functools
 import hashlib
+import operator
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -105,21 +106,27 @@ class Store:
         Hidden top-level directories are not even listed: the statistics usually live in one
         (`_lakestats/`), with several files per partition."""
         try:
-            files = self._list_s3() if self.is_s3 else self._list_local()
+            files = [f for f in self._list_s3() if not is_hidden(f.rel_path)] if self.is_s3 \
+                else self._list_local(self.root, "", [])
         except Exception as e:  # Arrow's and botocore's errors carry the reason in their text
             raise StoreError(f"{self.uri}: cannot list the table ({e})") from e
-        return sorted((f for f in files if not is_hidden(f.rel_path)), key=lambda f: f.rel_path)
+        files.sort(key=operator.attrgetter("rel_path"))
+        return files
 
-    def _list_local(self) -> list[DataFile]:
-        start = len(self.root.rstrip("/")) + 1               # Arrow gives "/"-separated paths
-        infos = []
-        for top in self.fs.get_file_info(pafs.FileSelector(self.root)):
-            if top.type == pafs.FileType.Directory and not is_hidden(top.base_name):
-                infos += self.fs.get_file_info(pafs.FileSelector(top.path, recursive=True))
-            else:
-                infos.append(top)
-        return [DataFile(i.path[start:], i.size, str(i.mtime_ns), modified_ns=i.mtime_ns)
-                for i in infos if i.type == pafs.FileType.File]
+    def _list_local(self, directory: str, prefix: str, out: list[DataFile]) -> list[DataFile]:
+        """The files below `directory`, hidden ones not even entered; symbolic links are
+        followed, as Arrow's listing follows them."""
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if entry.name.startswith(("_", ".")):
+                    continue
+                if entry.is_dir():
+                    self._list_local(entry.path, f"{prefix}{entry.name}/", out)
+                elif entry.is_file():
+                    stat = entry.stat()
+                    out.append(DataFile(prefix + entry.name, stat.st_size, str(stat.st_mtime_ns),
+                                        modified_ns=stat.st_mtime_ns))
+        return out
 
     def _list_s3(self) -> list[DataFile]:
         """One flat listing (1,000 keys a request); a hidden top-level directory is jumped

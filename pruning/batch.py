@@ -64,8 +64,8 @@ class Views:
         """Any partition's view: what a constant is evaluated against."""
         return self.views[0]
 
-    def columns(self, name: str) -> _Columns:
-        return _Columns.of(name, self.views)
+    def columns(self, name: str) -> ColumnRanges:
+        return ColumnRanges.of(name, self.views)
 
 
 def evaluate_all(node: E.Expression, partitions: Views | list[StatsView],
@@ -103,7 +103,7 @@ def _not(node, views, member_all) -> FlagArrays:
 
 
 @dataclass
-class _Columns:
+class ColumnRanges:
     """One column's ranges over the partitions."""
     name: str
     low: np.ndarray          # object arrays of Python values
@@ -114,7 +114,7 @@ class _Columns:
     known: np.ndarray
 
     @classmethod
-    def of(cls, name: str, views: list[StatsView]) -> _Columns:
+    def of(cls, name: str, views: list[StatsView]) -> ColumnRanges:
         ranges = [v.column(name) for v in views]
         lows, highs = np.empty(len(ranges), object), np.empty(len(ranges), object)
         lows[:], highs[:] = [r.low for r in ranges], [r.high for r in ranges]
@@ -123,7 +123,7 @@ class _Columns:
 
 
 def _operands(left: E.Expression, right: E.Expression, op: type, views: Views
-              ) -> tuple[_Columns, Range, type]:
+              ) -> tuple[ColumnRanges, Range, type]:
     """(the column's ranges, the constant's range, the operator with the column on the left)
     for `column op constant` or `constant op column`."""
     if isinstance(right, E.Column) and not left.find(E.Column):
@@ -133,7 +133,7 @@ def _operands(left: E.Expression, right: E.Expression, op: type, views: Views
     return views.columns(left.name), value_range(right, views.first()), op
 
 
-def compare_all(op: type, a: _Columns, b: Range) -> FlagArrays:
+def compare_all(op: type, a: ColumnRanges, b: Range) -> FlagArrays:
     """ranges.compare(op, a_i, b) for every partition i."""
     n = len(a.known)
     maybe = FlagArrays(np.ones(n, bool), np.ones(n, bool), np.ones(n, bool))

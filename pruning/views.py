@@ -20,7 +20,7 @@ from lakestats.metastore.layout import Layout
 from lakestats.metastore.membership import read_blooms
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
-from lakestats.pruning.batch import MemberAll, Views, _Columns
+from lakestats.pruning.batch import MemberAll, Views, ColumnRanges
 from lakestats.pruning.predicate import StatsView
 from lakestats.pruning.ranges import Flags
 
@@ -161,7 +161,7 @@ class Partitions(Views):
         return self.per_column[column].struct.is_valid().to_numpy(
             zero_copy_only=False)[asked]
 
-    def columns(self, name: str) -> _Columns:
+    def columns(self, name: str) -> ColumnRanges:
         """StatsView.column of every partition, as arrays (from views where a Hive
         directory holds the column)."""
         found = self.per_column.get(name)
@@ -197,7 +197,7 @@ class _ColumnStats:
         return pc.fill_null(pc.struct_field(self.struct, name), 0).to_numpy(
             zero_copy_only=False)
 
-    def arrays(self, name: str, any_rows: np.ndarray) -> _Columns:
+    def arrays(self, name: str, any_rows: np.ndarray) -> ColumnRanges:
         """StatsView.column's Range fields over the partitions."""
         held = self.struct.is_valid().to_numpy(zero_copy_only=False)
         nulls, nan = self.counts("null_count"), self.counts("nan_count")
@@ -206,7 +206,7 @@ class _ColumnStats:
         lows[:], highs[:] = self.low, self.high
         bounded = np.fromiter((v is not None for v in self.low), bool, len(held))
         # a partition without the column (added later) holds it as nulls in every row
-        return _Columns(name, lows, highs, held & (nonnull > 0),
+        return ColumnRanges(name, lows, highs, held & (nonnull > 0),
                         np.where(held, nulls > 0, any_rows), held & (nan > 0),
                         ~held | bounded | (nonnull == 0))
 

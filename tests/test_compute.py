@@ -6,6 +6,7 @@ import json
 import boto3
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from lakestats.algorithms.partitions.reduce import SchemaDriftError
@@ -184,3 +185,43 @@ def test_partitions_indexed_in_batches_give_the_same_version(tmp_path, run, monk
     assert without_offsets(a) == without_offsets(b)
     for where in ("id = 2000150", "city = 'Oslo'", "late IS NULL", "id IN (5, 3000299)"):
         assert prune(str(whole), where) == prune(str(batched), where), where
+
+
+def test_small_files_are_packed_up_to_the_split_size():
+    """Spark's rule: a file counts its bytes and the open cost; a pack holds up to the budget,
+    and no more than an even share of the work per worker over PACKS_PER_WORKER."""
+    from lakestats.algorithms.partitions.driver import PACKS_PER_WORKER, packs
+    from lakestats.core.settings import OPEN_COST_BYTES
+    mb = 1 << 20
+    tiny = [10_000] * 1000
+    got = packs(tiny, 128 * mb, workers=2)
+    assert sorted(i for g in got for i in g) == list(range(1000))
+    assert all(len(g) == 128 * mb // (10_000 + OPEN_COST_BYTES) for g in got[:-1])
+    # few files: an even share per worker, one file a call here
+    assert packs([10_000] * 8, 128 * mb, workers=2) == [[i] for i in range(8)]
+    # a file larger than the budget is a pack of its own, in order with the rest
+    assert packs([10_000, 500 * mb, 10_000], 128 * mb, workers=1) == [[0], [1], [2]]
+    assert packs(tiny, 0, workers=2) == [[i] for i in range(1000)]
+    share = sum(s + OPEN_COST_BYTES for s in tiny) // (PACKS_PER_WORKER * 64)
+    assert max(len(g) for g in packs(tiny, 128 * mb, workers=64)) == share // (
+        10_000 + OPEN_COST_BYTES)
+
+
+def test_a_pack_fails_only_its_bad_files_and_hands_back_the_others_errors(tmp_path):
+    """Bad data fails its file for good; any other error hands the file back, for the
+    coordinator to compute alone with its own retries; the pack's good files are done."""
+    from lakestats.algorithms.partitions.step import partition_pack
+    from lakestats.fleet.protocol import PARTITION_PACK, PackTask, PartitionTask, StepEvent
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "a.parquet")
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 garbage")
+    outputs = {"a.parquet": tmp_path / "_s" / "a", "bad.parquet": tmp_path / "_s" / "bad",
+               # its statistics cannot be written: a file stands where their folder would
+               "b.parquet": tmp_path / "a.parquet" / "stats"}
+    pq.write_table(pa.table({"x": [3]}), tmp_path / "b.parquet")
+    tasks = [PartitionTask(str(tmp_path), name, "fp", str(out), 10, 64)
+             for name, out in outputs.items()]
+    got = partition_pack(StepEvent(PARTITION_PACK, "pack", PackTask(tasks))).results
+    assert [(r.rel_path, r.status) for r in got] == [
+        ("a.parquet", "ok"), ("bad.parquet", "failed"), ("b.parquet", "retry")]
+    assert "bad.parquet" in got[1].error and got[2].error
+    assert (tmp_path / "_s" / "a" / "statistics.parquet").exists()

@@ -101,6 +101,21 @@ def test_a_killed_worker_is_retried_and_nothing_counts_twice(tmp_path, faults, r
     assert job_keys(redis_url) == []
 
 
+@pytest.mark.parametrize("times", [1, 100])
+def test_a_killed_pack_is_retried_then_its_files_go_alone(tmp_path, faults, redis_url, run,
+                                                          times):
+    """Small files travel in packs (algorithms.partitions.driver): a pack whose worker dies
+    is called again, and one that dies every time has its files computed one a call."""
+    plan, _, invoker = faults
+    table = day_table(tmp_path / "t", files=40, rows=100)
+    run(table, stats_root=str(tmp_path / "clean"))
+    plan.add("partitions.partition_pack", "during", seconds=0.01, times=times)
+    report = compute(table, invoker, Settings(redis_url=redis_url))
+    assert plan.fired() >= 1 and report.published and not report.failed and report.retries
+    assert_same(f"{table}/_lakestats", str(tmp_path / "clean"))
+    assert job_keys(redis_url) == []
+
+
 @pytest.mark.parametrize("step", ["ranks.sample", "ranks.scatter", "ranks.merge"])
 def test_a_killed_sort_worker_is_retried(tmp_path, faults, redis_url, run, invoker, step):
     plan, _, fault_invoker = faults

@@ -1,16 +1,21 @@
-"""The coordinator side of partition statistics: one call of the step per data file to
-compute, through the fan-out."""
+"""The coordinator side of partition statistics: the data files to compute, small ones packed
+several to a call (Spark's rule for splits: up to settings.pack_bytes, each file counted with
+an open cost, and no more than an even share of the work per worker), through the fan-out.
+Statistics stay per file."""
 from __future__ import annotations
 
 from typing import Callable
 
-from lakestats.core.settings import Settings
+from lakestats.core.settings import OPEN_COST_BYTES, Settings
 from lakestats.fleet.fanout import Progress, fan_out, retries
 from lakestats.fleet.invokers import Invoker
 from lakestats.fleet.jobs import JobScope
-from lakestats.fleet.protocol import PARTITION_STATISTICS, PartitionTask, StepEvent
+from lakestats.fleet.protocol import (PARTITION_PACK, PARTITION_STATISTICS, PackTask,
+                                      PartitionTask, StepEvent)
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.store import DataFile
+
+PACKS_PER_WORKER = 4        # packs no larger than an even share of a quarter of a worker's work
 
 
 def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[DataFile],
@@ -19,24 +24,74 @@ def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[
                        ) -> tuple[dict[str, str], int]:
     """Statistics of the `todo` files into their directories; returns the files that failed
     (path -> reason: bad data, or the last error after every attempt) and the retries made.
-    `on_done` sees each file whose statistics are written, as soon as they are."""
-    events = [StepEvent(PARTITION_STATISTICS, f.rel_path, PartitionTask(
+    `on_done` sees each file whose statistics are written, as soon as they are. A pack whose
+    call fails, and a file a pack hands back, are computed alone, with their own retries."""
+    tasks = [PartitionTask(
         table, f.rel_path, f.fingerprint, layout.partition(f.rel_path, f.fingerprint).uri,
         settings.partition.max_bins, settings.partition.bloom_min_distinct,
-        settings.partition.statistics, f.reading, settings.partition.range_set_size))
+        settings.partition.statistics, f.reading, settings.partition.range_set_size)
         for f in todo]
+    failed: dict[str, str] = {}
+    finished = 0
 
-    def arrived(i: int, result) -> None:
-        if result.status == "ok" and on_done:
-            on_done(todo[i])
+    def settled(i: int, result) -> None:
+        nonlocal finished
+        finished += 1
+        if progress:
+            progress(finished, len(todo))
+        if result is None:
+            return
+        if result.status == "ok":
+            if on_done:
+                on_done(todo[i])
+        else:                                       # bad data: retrying will not help
+            failed[todo[i].rel_path] = result.error
+
+    groups = packs([f.size for f in todo], settings.pack_bytes, invoker.workers)
+    alone = [g[0] for g in groups if len(g) == 1]
+    packed = [g for g in groups if len(g) > 1]
+    made = 0
     with JobScope(settings.redis_url, stateful=False) as scope:    # files, not Redis, hold results
-        outcomes = fan_out(invoker, scope, events, max_attempts=settings.max_attempts,
-                           timeout=settings.timeout, fail_fast=False, progress=progress,
-                           on_result=arrived)
-    failed = {}
-    for f, outcome in zip(todo, outcomes):
+        def arrived(k: int, result) -> None:
+            for i, one in zip(packed[k], result.results):
+                if one.status == "retry":
+                    alone.append(i)
+                else:
+                    settled(i, one)
+        outcomes = fan_out(invoker, scope, [StepEvent(
+            PARTITION_PACK, f"{todo[g[0]].rel_path} +{len(g) - 1}", PackTask(
+                [tasks[i] for i in g])) for g in packed], max_attempts=settings.max_attempts,
+            timeout=settings.timeout, fail_fast=False, on_result=arrived) if packed else []
+        alone += [i for g, outcome in zip(packed, outcomes) if outcome.error is not None
+                  for i in g]
+        made += retries(outcomes)
+        outcomes = fan_out(invoker, scope, [StepEvent(PARTITION_STATISTICS, todo[i].rel_path,
+                                                      tasks[i]) for i in alone],
+                           max_attempts=settings.max_attempts, timeout=settings.timeout,
+                           fail_fast=False, on_result=lambda k, result: settled(alone[k],
+                                                                                result)) \
+            if alone else []
+    for i, outcome in zip(alone, outcomes):
         if outcome.error is not None:
-            failed[f.rel_path] = f"{f.rel_path}: {outcome.error}"
-        elif outcome.result.status != "ok":            # bad data: retrying will not help
-            failed[f.rel_path] = outcome.result.error
-    return failed, retries(outcomes)
+            failed[todo[i].rel_path] = f"{todo[i].rel_path}: {outcome.error}"
+            settled(i, None)
+    return failed, made + retries(outcomes)
+
+
+def packs(sizes: list[int], budget: int, workers: int) -> list[list[int]]:
+    """The files (by index, in order) in packs of at most the split size: `budget` bytes, no
+    less than one file's open cost, no more than an even share of the work per worker over
+    PACKS_PER_WORKER; each file counts its bytes and the open cost. `budget` 0: one a pack."""
+    if budget <= 0:
+        return [[i] for i in range(len(sizes))]
+    costs = [size + OPEN_COST_BYTES for size in sizes]
+    split = min(budget, max(OPEN_COST_BYTES, sum(costs) // (PACKS_PER_WORKER * max(1, workers))))
+    out: list[list[int]] = []
+    held = 0
+    for i, cost in enumerate(costs):
+        if not out or held + cost > split:
+            out.append([])
+            held = 0
+        out[-1].append(i)
+        held += cost
+    return out

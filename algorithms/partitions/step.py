@@ -5,7 +5,8 @@ import pyarrow as pa
 
 from lakestats.algorithms.partitions import kernel
 from lakestats.core.settings import PartitionSettings
-from lakestats.fleet.protocol import PARTITION_STATISTICS, PartitionResult, PartitionTask, StepEvent
+from lakestats.fleet.protocol import (PARTITION_STATISTICS, PackResult, PackTask,
+                                      PartitionResult, PartitionTask, StepEvent)
 from lakestats.formats import hive
 from lakestats.metastore.layout import STATISTICS, Layout
 from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
@@ -24,6 +25,23 @@ def partition_statistics(event: StepEvent) -> PartitionResult:
         return PartitionResult(task.rel_path, task.fingerprint, "failed", error=str(e))
     kernel.write(stats, Store(task.stats_dir))
     return PartitionResult(task.rel_path, task.fingerprint, "ok", row_count=stats.row_count)
+
+
+def partition_pack(event: StepEvent) -> PackResult:
+    """The statistics of several small files, one after another, each as partition_statistics
+    computes it alone. A file whose error is not bad data is handed back (status "retry"),
+    for the coordinator to run alone, with its own retries: one file's trouble never fails
+    the others of its pack."""
+    task: PackTask = event.task
+    results = []
+    for one in task.files:
+        try:
+            results.append(partition_statistics(StepEvent(PARTITION_STATISTICS, one.rel_path,
+                                                          one)))
+        except Exception as e:  # noqa: BLE001 - retried alone, where it fails alone
+            results.append(PartitionResult(one.rel_path, one.fingerprint, "retry",
+                                           error=f"{type(e).__name__}: {e}"))
+    return PackResult(results)
 
 
 def statistics_of_object(table: str, rel_path: str, layout: Layout,
