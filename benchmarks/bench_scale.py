@@ -18,7 +18,8 @@ C  the cost model's S3 requests: per statistic kind and method, a x files + b fi
    S3 tables behind a counting proxy, checked against a third table's counts.
 G  the cost model's compute: TPC-H SF1 lineitem in --big-files files, each statistic kind
    computed by one worker on local disk: seconds per GB of Parquet, and the Lambda GB-seconds
-   per TB scanned at the template's 2 GB.
+   per TB scanned at the template's 2 GB; beside it Spark's ANALYZE of the same files on one
+   core, priced as Glue column statistics (DPU-hours) and as Spark on EMR.
 """
 from __future__ import annotations
 
@@ -41,11 +42,17 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent))
-from bench_compute import run_duckdb  # noqa: E402
+from bench_compute import run_duckdb, run_spark  # noqa: E402
 from bench_freshness import wide  # noqa: E402
 from bench_throughput import SHIM  # noqa: E402
 
 CLI = str(Path(sys.executable).with_name("lakestats"))
+
+
+# list prices, us-east-1, November 2026
+LAMBDA_GB_SECOND = 0.0000166667        # x86
+GLUE_DPU_HOUR = 0.44
+EMR_M5_XLARGE_HOUR = 0.192 + 0.048     # EC2 on demand + EMR's fee, 4 vCPU
 
 
 def small(i: int, rows: int = 200) -> pa.Table:
@@ -280,11 +287,32 @@ def gb_seconds(data_dir: Path, work: Path, files: int) -> None:
     gb = sum(p.stat().st_size for p in table.glob("*.parquet")) / 1e9
     print(f"G lineitem SF1 in {files} files of {gb / files * 1000:.0f} MB ({gb:.3f} GB), "
           f"one worker, local disk:", flush=True)
+    lambda_tb = 0.0
     for kind, counts in kinds(str(table), 1, ["l_extendedprice", "l_comment"]).items():
         seconds = counts["seconds"]
         per_tb = seconds / gb * 1000 * 2
         print(f"G {kind}: {seconds:.1f} s, {seconds / gb:.0f} s a GB -> {per_tb:,.0f} "
-              f"GB-seconds a TB at 2 GB (${per_tb * 0.0000166667:.2f})", flush=True)
+              f"GB-seconds a TB at 2 GB (${per_tb * LAMBDA_GB_SECOND:.2f})", flush=True)
+        if not kind.startswith("exact ranks"):
+            lambda_tb += per_tb * LAMBDA_GB_SECOND
+    # the peers, priced from Spark's ANALYZE of the same files on one core (Glue's column
+    # statistics and EMR run Spark): core-hours a TB, four vCPUs to a DPU or an m5.xlarge
+    shutil.rmtree(table / "_lakestats", ignore_errors=True)
+    here = os.getcwd()
+    os.chdir(tempfile.mkdtemp(dir=work))            # Spark's warehouse and metastore
+    try:
+        _, spark_seconds = run_spark(table, 1)
+    finally:
+        os.chdir(here)
+    core_hours = spark_seconds / gb * 1000 / 3600
+    print(f"G Spark ANALYZE ... FOR ALL COLUMNS, one core: {spark_seconds:.1f} s, "
+          f"{spark_seconds / gb:.0f} s a GB -> {core_hours:,.1f} core-hours a TB", flush=True)
+    print(f"G $ a TB: lakestats on Lambda ${lambda_tb:.2f} (summary, frequencies, histograms; "
+          f"2 GB functions) | Glue column statistics ${core_hours / 4 * GLUE_DPU_HOUR:.2f} "
+          f"(${GLUE_DPU_HOUR} a DPU-hour, 4 vCPU a DPU, every row) | Spark ANALYZE on EMR "
+          f"${core_hours / 4 * EMR_M5_XLARGE_HOUR:.2f} (m5.xlarge, ${EMR_M5_XLARGE_HOUR} an "
+          "hour with EMR's fee) -> Glue / lakestats "
+          f"{core_hours / 4 * GLUE_DPU_HOUR / lambda_tb:.1f}x", flush=True)
 
 
 def cost(proxy, files: list[int], workers: int) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from lakestats.core import types as ty
@@ -35,7 +36,8 @@ from lakestats.pruning.freshness import Freshness, freshness
 from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
 from lakestats.pruning.ranges import session_zone
 from lakestats.pruning.validate import unknown_column, validate
-from lakestats.pruning.views import Candidate, candidates, hive_columns, of_candidates
+from lakestats.pruning.views import (Candidate, candidates, hive_columns, of_candidates,
+                                     order_arrays)
 
 
 @dataclass
@@ -218,6 +220,17 @@ def _top_k(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
     column, descending = order
     if k == 0:
         return []
+    arrays = order_arrays(candidates, column)
+    if arrays is not None:
+        return _top_k_arrays(candidates, node, descending, k, stats, schema, arrays)
+    return _top_k_one_by_one(candidates, node, order, k, stats, schema)
+
+
+def _top_k_one_by_one(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
+                      stats: StatisticsReader, schema: pa.Schema) -> list[Candidate]:
+    """_top_k over each partition's bounds in Python: for bounds that are not arrays (a Hive
+    column), and the reference _top_k_arrays is tested against."""
+    column, descending = order
     spans = {}
     for p in candidates:
         s = p.stats(column)
@@ -257,6 +270,52 @@ def _top_k(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
     # scan order: the partition the sort reaches first comes first, all-null ones last
     return sorted(kept, key=lambda p: (spans[p.path][0] is None,
                                        _Desc(spans[p.path][0]) if spans[p.path][0] else 0))
+
+
+def _top_k_arrays(candidates: list[Candidate], node, descending: bool, k: int,
+                  stats: StatisticsReader, schema: pa.Schema, a: dict) -> list[Candidate]:
+    """_top_k over the partitions' arrays: bounds as ranks, which order as the bounds do
+    (NaN above every number, one rank past them); "reached" keys grow the way the sort
+    reaches rows (negated for ASC)."""
+    if not a["held"].all() or (not descending and (a["nulls"] > 0).any()):
+        return candidates           # a partition without the column; or NULLS FIRST
+    nonnull = a["rows"] - a["nulls"]
+    values, nan = nonnull - a["nan"] > 0, a["nan"] > 0
+    some = values | nan                                   # a partition the sort reaches
+    nan_rank = max(int(a["low"].max(initial=0)), int(a["high"].max(initial=0))) + 1
+    low = np.where(values, a["low"], nan_rank)
+    high = np.where(nan, nan_rank, a["high"])
+    top, bottom = (high, low) if descending else (-low, -high)
+    # guaranteed rows at or beyond each threshold, per contributing partition
+    exact = np.fromiter((p.exact for p in candidates), bool, len(candidates))
+    fully = np.fromiter((p.fully for p in candidates), bool, len(candidates))
+    whole = some & exact & fully
+    tops, bottoms, counts = [top[whole]], [bottom[whole]], [nonnull[whole]]
+    for i in np.flatnonzero(some & exact & ~fully).tolist():
+        certain = _certain_rows(candidates[i], node, stats, schema) - int(a["rows"][i]
+                                                                          - nonnull[i])
+        if certain > 0:
+            tops.append(bottom[i:i + 1])
+            bottoms.append(bottom[i:i + 1])
+            counts.append(np.array([certain]))
+    tops, bottoms, counts = map(np.concatenate, (tops, bottoms, counts))
+    boundary = None
+    if tops.size:
+        thresholds = np.unique(np.concatenate([tops, bottoms]))[::-1]
+        order = np.argsort(bottoms, kind="stable")
+        below = np.concatenate([[0], np.cumsum(counts[order])])   # rows, by bottom
+        at_b = np.searchsorted(bottoms[order], thresholds, side="left")
+        rows_beyond = below[-1] - below[at_b]                  # all rows of bottom >= t
+        reach = (tops.size - np.searchsorted(np.sort(tops), thresholds, side="left")) \
+            - (bottoms.size - at_b)                            # one row of top >= t > bottom
+        enough = np.flatnonzero(rows_beyond + reach >= k)
+        if enough.size:
+            boundary = thresholds[enough[0]]
+    kept = np.arange(len(candidates)) if boundary is None else \
+        np.flatnonzero(some & (top >= boundary))
+    # scan order: the partition the sort reaches first comes first, all-null ones last
+    first = np.lexsort((np.where(some[kept], -top[kept], 0), ~some[kept]))
+    return [candidates[i] for i in kept[first].tolist()]
 
 
 class _Desc:

@@ -101,6 +101,7 @@ class Partitions(Views):
         self._known: dict[tuple, set[str]] = {(): self.names}
         self.hive_names = {k for values in hive for k, _ in values}
         self._views: list[StatsView | None] = [None] * len(rows)
+        self._ranks: dict[str, tuple | None] = {}
         self.candidates: list[Candidate] = []
 
     @classmethod
@@ -161,6 +162,24 @@ class Partitions(Views):
         return self.per_column[column].struct.is_valid().to_numpy(
             zero_copy_only=False)[asked]
 
+    def order_arrays(self, parts: list[Candidate], column: str) -> dict | None:
+        """What top-k reads of `parts` (this plan's) for ORDER BY `column`, as arrays: whether
+        each holds the column, its row, null and NaN counts, and the dense ranks of its
+        bounds (_ColumnStats.ranks); None where the bounds are not arrays here (a Hive
+        column, a column without bounds)."""
+        stats = self.per_column.get(column)
+        if stats is None or column in self.hive_names:
+            return None
+        if column not in self._ranks:
+            self._ranks[column] = stats.ranks()
+        if self._ranks[column] is None:
+            return None
+        at = np.fromiter((p._i for p in parts), np.int64, len(parts))
+        low, high = self._ranks[column]
+        return {"held": stats.struct.is_valid().to_numpy(zero_copy_only=False)[at],
+                "rows": stats.counts("row_count")[at], "nulls": stats.counts("null_count")[at],
+                "nan": stats.counts("nan_count")[at], "low": low[at], "high": high[at]}
+
     def columns(self, name: str) -> ColumnRanges:
         """StatsView.column of every partition, as arrays (from views where a Hive
         directory holds the column)."""
@@ -192,6 +211,22 @@ class _ColumnStats:
         else:
             low = high = [None] * len(struct)
         return cls(struct, low, high)
+
+    def ranks(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each partition's low and high bound (as the evaluator takes them: bounds()) as its
+        dense rank among all the bounds, equal bounds equal ranks, 0 where there is none;
+        None for a column without bounds."""
+        if "min" not in [f.name for f in self.struct.type]:
+            return None
+        kind = self.struct.type.field("min").type
+        if pa.types.is_timestamp(kind):
+            kind = pa.timestamp("us", kind.tz)          # as bounds() rounded them
+        both = pa.array(self.low + self.high, kind)
+        ranked = pc.rank(both, tiebreaker="dense").to_numpy(zero_copy_only=False).astype(
+            np.int64)
+        ranked[both.is_null().to_numpy(zero_copy_only=False)] = 0
+        n = len(self.struct)
+        return ranked[:n], ranked[n:]
 
     def counts(self, name: str) -> np.ndarray:
         return pc.fill_null(pc.struct_field(self.struct, name), 0).to_numpy(
@@ -249,6 +284,13 @@ def of_candidates(parts: list[Candidate]) -> Views:
             parts == parts[0]._partitions.candidates:
         return parts[0]._partitions
     return Views([p.view for p in parts])
+
+
+def order_arrays(parts: list[Candidate], column: str) -> dict | None:
+    """Partitions.order_arrays of `parts` when they are all of one plan, else None."""
+    if not parts or any(p._partitions is not parts[0]._partitions for p in parts):
+        return None
+    return parts[0]._partitions.order_arrays(parts, column)
 
 
 def hive_columns(parts: list[Candidate]) -> set[str]:

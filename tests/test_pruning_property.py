@@ -139,3 +139,29 @@ def test_all_partitions_at_once_answer_as_one_at_a_time(table, where):
     views = [p.view for p in parts]
     assert flags == evaluate_all(node, views, member_all) == [evaluate(parse(where), v)
                                                               for v in views]
+
+
+@seed(20261127)
+@SETTINGS
+@given(where=st.one_of(st.none(), predicates), k=st.integers(1, 300),
+       order=st.sampled_from(["i DESC", "f DESC", "f ASC", "s DESC", "s ASC", "id ASC"]))
+def test_top_k_over_arrays_keeps_what_top_k_one_by_one_keeps(table, where, k, order):
+    """The same partitions, in the same scan order, from the bounds' ranks as from the
+    bounds compared one partition at a time."""
+    from lakestats.metastore.reader import StatisticsReader
+    from lakestats.pruning import plan
+    from lakestats.pruning.predicate import columns_of, parse
+    from lakestats.pruning.views import candidates, of_candidates, order_arrays
+    stats = StatisticsReader(f"{table}/_lakestats")
+    column, direction = order.split()
+    node = parse(where) if where else None
+    parts, member_all = candidates(stats, (columns_of(node) if node else set()) | {column})
+    if node is not None:
+        for p, flags in zip(parts, plan.evaluate_all(node, of_candidates(parts), member_all)):
+            p.flags = flags
+    may_match = [p for p in parts if p.flags.true]
+    key = (column, direction == "DESC")
+    assert may_match == [] or order_arrays(may_match, column) is not None
+    got = plan._top_k(may_match, node, key, k, stats, stats.schema())
+    want = plan._top_k_one_by_one(may_match, node, key, k, stats, stats.schema())
+    assert [p.path for p in got] == [p.path for p in want], (where, order, k)
