@@ -12,8 +12,8 @@ value parses as it, as a compute would.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
 import re
+from collections.abc import Iterable
 
 import pyarrow as pa
 

@@ -116,8 +116,8 @@ class Store:
 
     def list_files(self) -> list[DataFile]:
         """Every file below the root, hidden ones (any part starting with _ or .) excluded.
-        Hidden top-level directories are not even listed: the statistics usually live in one
-        (`_lakestats/`), with several files per partition."""
+        Hidden directories are not even listed (on S3, the top-level ones): the statistics
+        usually live in one (`_lakestats/`), with several files per partition."""
         try:
             files = [f for f in self._list_s3() if not is_hidden(f.rel_path)] if self.is_s3 \
                 else self._list_local(self.root, "", [])
