@@ -23,7 +23,8 @@ from lakestats.pruning.batch import evaluate_all
 from lakestats.pruning.freshness import Freshness, freshness
 from lakestats.pruning.join_conditions import conjuncts
 from lakestats.pruning.predicate import StatsView
-from lakestats.pruning.views import bounds, candidates, of_candidates
+from lakestats.pruning.columns import bounds
+from lakestats.pruning.views import candidates, of_candidates
 
 STRING_VALUES_MAX = 100_000     # distinct strings a diP lists exactly; beyond, [min, max] zones
 FREQUENCY_READS_MAX = 32        # partitions whose frequencies a string diP reads for its values

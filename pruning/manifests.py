@@ -19,7 +19,7 @@ from lakestats.core.types import to_text
 from lakestats.formats.manifest_statistics import Stored
 from lakestats.pruning.batch import evaluate_all
 from lakestats.pruning.predicate import StatsView, columns_of, parse
-from lakestats.pruning.views import bounds
+from lakestats.pruning.columns import bounds
 
 FIELDS = ("total_column_size", "total_null_value_count", "total_nan_value_count")
 

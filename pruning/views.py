@@ -5,13 +5,11 @@ about a column."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakestats.core import schema as statistics_schema
 from lakestats.core import types as ty
 from lakestats.core.bloom import BloomFilter
 from lakestats.core.hashing import hash_text
@@ -20,16 +18,12 @@ from lakestats.metastore.layout import Layout
 from lakestats.metastore.membership import read_blooms
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
-from lakestats.pruning.batch import MemberAll, Views, ColumnRanges
+from lakestats.pruning.batch import ColumnRanges, MemberAll, Views
+from lakestats.pruning.columns import ColumnStats
 from lakestats.pruning.predicate import StatsView
 from lakestats.pruning.ranges import Flags
 
 ALWAYS = Flags(True, False, False)
-# a column's rows are made one by one for the first views asked (at least this many, up to
-# an eighth of the partitions), then all at once
-ROWS_ONE_BY_ONE = 64
-ROW_FIELDS = ("row_count", "null_count", "nan_count", "distinct_count", "values")
-BLOOM_FIELDS = ("bloom_pack", "bloom_offset", "bloom_length")
 
 
 class Candidate:
@@ -91,7 +85,7 @@ class Partitions(Views):
     all, read once from the partition index; a partition's StatsView is made only when
     something evaluates that partition alone (or reads its membership)."""
 
-    def __init__(self, stats: StatisticsReader, per_column: dict[str, _ColumnStats],
+    def __init__(self, stats: StatisticsReader, per_column: dict[str, ColumnStats],
                  rows: list[int], hive: list[tuple], wanted: set[str]):
         table_schema = stats.schema()
         self.table_schema, self.per_column, self.rows, self.hive = \
@@ -112,7 +106,7 @@ class Partitions(Views):
         if index is None:
             index = stats.partition_index(columns)
         rows = index["row_count"].to_pylist()
-        out = cls(stats, {c: _ColumnStats.of(index, table_schema, c) for c in columns}, rows,
+        out = cls(stats, {c: ColumnStats.of(index, table_schema, c) for c in columns}, rows,
                   index["partition_values"].to_pylist(), wanted)
         inexact, layout = stats.manifest.inexact, stats.layout
         out.candidates = [Candidate(path, n, size, fingerprint, layout, path not in inexact, i,
@@ -165,7 +159,7 @@ class Partitions(Views):
     def order_arrays(self, parts: list[Candidate], column: str) -> dict | None:
         """What top-k reads of `parts` (this plan's) for ORDER BY `column`, as arrays: whether
         each holds the column, its row, null and NaN counts, and the dense ranks of its
-        bounds (_ColumnStats.ranks); None where the bounds are not arrays here (a Hive
+        bounds (ColumnStats.ranks); None where the bounds are not arrays here (a Hive
         column, a column without bounds)."""
         stats = self.per_column.get(column)
         if stats is None or column in self.hive_names:
@@ -190,91 +184,6 @@ class Partitions(Views):
 
     def __len__(self) -> int:
         return len(self.rows)
-
-
-@dataclass
-class _ColumnStats:
-    """One column's statistics in the partition index: arrays over the partitions, and each
-    partition's as a row (a dict, None where it lacks the column) when one is asked for."""
-    struct: pa.StructArray
-    low: list
-    high: list
-    _rows: list | None = None
-    _asked: int = 0
-
-    @classmethod
-    def of(cls, index: pa.Table, table_schema: pa.Schema, column: str) -> _ColumnStats:
-        struct = index[statistics_schema.index_column_name(table_schema.get_field_index(
-            column))].combine_chunks()
-        if "min" in [f.name for f in struct.type]:
-            low, high = bounds(pc.struct_field(struct, "min"), pc.struct_field(struct, "max"))
-        else:
-            low = high = [None] * len(struct)
-        return cls(struct, low, high)
-
-    def ranks(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Each partition's low and high bound (as the evaluator takes them: bounds()) as its
-        dense rank among all the bounds, equal bounds equal ranks, 0 where there is none;
-        None for a column without bounds."""
-        if "min" not in [f.name for f in self.struct.type]:
-            return None
-        kind = self.struct.type.field("min").type
-        if pa.types.is_timestamp(kind):
-            kind = pa.timestamp("us", kind.tz)          # as bounds() rounded them
-        both = pa.array(self.low + self.high, kind)
-        ranked = pc.rank(both, tiebreaker="dense").to_numpy(zero_copy_only=False).astype(
-            np.int64)
-        ranked[both.is_null().to_numpy(zero_copy_only=False)] = 0
-        n = len(self.struct)
-        return ranked[:n], ranked[n:]
-
-    def counts(self, name: str) -> np.ndarray:
-        return pc.fill_null(pc.struct_field(self.struct, name), 0).to_numpy(
-            zero_copy_only=False)
-
-    def arrays(self, name: str, any_rows: np.ndarray) -> ColumnRanges:
-        """StatsView.column's Range fields over the partitions."""
-        held = self.struct.is_valid().to_numpy(zero_copy_only=False)
-        nulls, nan = self.counts("null_count"), self.counts("nan_count")
-        nonnull = self.counts("row_count") - nulls - nan
-        lows, highs = np.empty(len(held), object), np.empty(len(held), object)
-        lows[:], highs[:] = self.low, self.high
-        bounded = np.fromiter((v is not None for v in self.low), bool, len(held))
-        # a partition without the column (added later) holds it as nulls in every row
-        return ColumnRanges(name, lows, highs, held & (nonnull > 0),
-                        np.where(held, nulls > 0, any_rows), held & (nan > 0),
-                        ~held | bounded | (nonnull == 0))
-
-    def row(self, i: int) -> dict | None:
-        """Partition i's statistics of the column (rows, once a plan asks for many)."""
-        if self._rows is not None:
-            return self._rows[i]
-        self._asked += 1
-        if self._asked > max(ROWS_ONE_BY_ONE, len(self.struct) // 8):
-            return self.rows[i]
-        one = self.struct[i]
-        if not one.is_valid:
-            return None
-        row = {n: one[n].as_py() for n in ROW_FIELDS}
-        row["bloom"] = tuple(one[n].as_py() for n in BLOOM_FIELDS) \
-            if one["bloom_pack"].is_valid else None
-        row["low"], row["high"] = self.low[i], self.high[i]
-        return row
-
-    @property
-    def rows(self) -> list[dict | None]:
-        if self._rows is None:
-            self._rows = self._as_rows(self.struct, self.low, self.high)
-        return self._rows
-
-    @staticmethod
-    def _as_rows(struct: pa.StructArray, low: list, high: list) -> list[dict | None]:
-        rows = pa.table({n: pc.struct_field(struct, n) for n in ROW_FIELDS}).to_pylist()
-        pointers = pa.table({n: pc.struct_field(struct, n) for n in BLOOM_FIELDS}).to_pylist()
-        for row, p, lo, hi in zip(rows, pointers, low, high):
-            row["bloom"] = tuple(p.values()) if p["bloom_pack"] else None
-            row["low"], row["high"] = lo, hi
-        return [row if held else None for row, held in zip(rows, struct.is_valid().to_pylist())]
 
 
 def of_candidates(parts: list[Candidate]) -> Views:
@@ -342,22 +251,12 @@ def _member_all(partitions: Partitions) -> MemberAll:
     return member_all
 
 
-def bounds(low: pa.Array, high: pa.Array) -> tuple[list, list]:
-    """Typed lower and upper bounds as the evaluator takes them (Python values)."""
-    if pa.types.is_timestamp(low.type) and low.type.unit == "ns":
-        # Python datetimes hold microseconds: round the range outwards
-        coarse = pa.timestamp("us", low.type.tz)
-        low = pc.floor_temporal(low, unit="microsecond").cast(coarse)
-        high = pc.ceil_temporal(high, unit="microsecond").cast(coarse)
-    return low.to_pylist(), high.to_pylist()
-
-
 class _Blooms:
     """The Bloom filters of a column: those of the partitions a batch question asks about
     (`only`), or, for questions one partition at a time, every partition's at the first
     (`of`). The values asked about are rendered and hashed once for all partitions."""
 
-    def __init__(self, stats: StatisticsReader, per_column: dict[str, _ColumnStats]):
+    def __init__(self, stats: StatisticsReader, per_column: dict[str, ColumnStats]):
         self.stats, self.per_column, self.read, self.asked = stats, per_column, {}, {}
         self.found: dict[tuple, dict] = {}
 
