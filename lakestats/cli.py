@@ -36,6 +36,8 @@ def _print_json(obj) -> None:
 
 def cmd_compute(args) -> int:
     settings = settings_of(args)             # a bad setting fails before any progress shows
+    if args.no_follow and not args.export:
+        raise UsageError("--no-follow goes with --export iceberg")
     with render.progress_bar("computing partitions", enabled=not args.quiet) as progress:
         try:
             report, failure = api.compute(

@@ -113,6 +113,8 @@ def test_export_refuses_what_it_cannot_do(lake, tmp_path):
     assert run_cli("compute", root, "--quiet").returncode == 0
     no_catalog = run_cli("export", "iceberg", root)
     assert no_catalog.returncode == 1 and "--catalog" in no_catalog.stderr
+    alone = run_cli("compute", root, "--no-follow")
+    assert alone.returncode == 2 and "--export" in alone.stderr
     plain = tmp_path / "plain"
     plain.mkdir()
     pq.write_table(pa.table({"x": [1]}), plain / "a.parquet")
