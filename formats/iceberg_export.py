@@ -41,7 +41,7 @@ FOLLOWED = ("exports", "iceberg.json")       # under the statistics root: the ca
 class Exported:
     snapshot: str
     statistics_path: str
-    partition_statistics_path: str
+    partition_statistics_path: str | None       # None for a table never partitioned
     blobs: int
     version: str                # of the statistics exported
     followed: bool = False      # the event path keeps it current (follow)
@@ -77,12 +77,15 @@ def export(table_uri: str, stats: StatisticsReader, selection: Selection,
     statistics_path = f"{location}/metadata/{name}.stats"
     _write(iceberg, statistics_path, puffin)
     partitions = _partition_statistics(Store(table_uri), iceberg, picked, schema, stats)
-    partition_path = f"{location}/metadata/partition-stats-{name}.parquet"
-    sink = pa.BufferOutputStream()
-    pq.write_table(partitions, sink)
-    _write(iceberg, partition_path, sink.getvalue().to_pybytes())
+    partition_path, partition_size = None, 0
+    if partitions is not None:
+        partition_path = f"{location}/metadata/partition-stats-{name}.parquet"
+        sink = pa.BufferOutputStream()
+        pq.write_table(partitions, sink)
+        partition_size = sink.getvalue().size
+        _write(iceberg, partition_path, sink.getvalue().to_pybytes())
     _commit(iceberg, picked, statistics_path, puffin, blobs, footer, partition_path,
-            sink.getvalue().size)
+            partition_size)
     return Exported(str(picked.snapshot_id), statistics_path, partition_path, len(blobs),
                     stats.version)
 
@@ -107,11 +110,11 @@ def keep_current(table_uri: str, stats_root: Store, snapshot: str | None) -> Exp
     """The export of `snapshot` (a reduction's, which a published version describes), if the
     table's catalog is followed and that snapshot's statistics are not the ones exported
     last (a refold's version replaces its file); else None."""
+    if snapshot is None:
+        return None
     try:
         followed = json.loads(stats_root.read_bytes(*FOLLOWED))
     except FileNotFoundError:
-        return None
-    if snapshot is None:
         return None
     stats = StatisticsReader.of_snapshot(stats_root.uri, snapshot)
     if followed.pop("exported") == [snapshot, stats.version]:
@@ -127,6 +130,9 @@ def _puffin(stats: StatisticsReader, schema, picked) -> tuple[bytes, list[dict],
     and its footer's size."""
     rows = {r["column"]: r for r in stats.version_dir().read_parquet(
         "statistics.parquet", columns=["column", "distinct_count", "theta_sketch"]).to_pylist()}
+    # files whose equality deletes lakestats does not apply count their deleted rows' values:
+    # no `ndv` is claimed then (engines read none), the sketches stay, an upper bound
+    claims = not stats.manifest.inexact
     body, blobs = bytearray(MAGIC), []
     for field in schema.fields:
         if not field.field_type.is_primitive or field.name not in rows:
@@ -143,7 +149,8 @@ def _puffin(stats: StatisticsReader, schema, picked) -> tuple[bytes, list[dict],
                       "snapshot-id": picked.snapshot_id,
                       "sequence-number": picked.sequence_number or 0,
                       "offset": len(body), "length": len(sketch),
-                      "properties": {"ndv": str(row["distinct_count"] or 0)}})
+                      "properties": {"ndv": str(row["distinct_count"] or 0)} if claims
+                      else {}})
         body += sketch
     payload = json.dumps({"blobs": blobs, "properties": {"created-by": "lakestats"}}).encode()
     footer = MAGIC + payload + struct.pack("<i", len(payload)) + bytes(4) + MAGIC
@@ -151,8 +158,9 @@ def _puffin(stats: StatisticsReader, schema, picked) -> tuple[bytes, list[dict],
 
 
 def _partition_statistics(table: Store, iceberg, picked, schema, stats: StatisticsReader
-                          ) -> pa.Table:
-    """The spec's partition statistics of the snapshot, one row per (spec, partition tuple)."""
+                          ) -> pa.Table | None:
+    """The spec's partition statistics of the snapshot, one row per (spec, partition tuple);
+    None for a table never partitioned (Iceberg writes none for one either)."""
     from pyiceberg.io.pyarrow import schema_to_pyarrow
     from pyiceberg.schema import Schema
     from pyiceberg.types import IntegerType, LongType, NestedField, StructType
@@ -161,6 +169,8 @@ def _partition_statistics(table: Store, iceberg, picked, schema, stats: Statisti
     for spec in specs.values():
         for f in spec.partition_type(schema).fields:
             unified.setdefault(f.field_id, f)
+    if not unified:
+        return None
     partition_type = StructType(*[unified[i] for i in sorted(unified)])
     exact = {p["path"]: p["row_count"] for p in stats.partitions()
              if p.get("bounds_exact", True)}
@@ -213,7 +223,7 @@ def _write(iceberg, path: str, data: bytes) -> None:
 
 
 def _commit(iceberg, picked, statistics_path: str, puffin: bytes, blobs: list[dict],
-            footer: int, partition_path: str, partition_size: int) -> None:
+            footer: int, partition_path: str | None, partition_size: int) -> None:
     from pyiceberg.table.statistics import (BlobMetadata, PartitionStatisticsFile,
                                             StatisticsFile)
     from pyiceberg.table.update import SetPartitionStatisticsUpdate
@@ -222,10 +232,9 @@ def _commit(iceberg, picked, statistics_path: str, puffin: bytes, blobs: list[di
         "file-size-in-bytes": len(puffin), "file-footer-size-in-bytes": footer,
         "blob-metadata": [BlobMetadata(**{k: v for k, v in b.items()
                                           if k not in ("offset", "length")}) for b in blobs]})
-    partition = PartitionStatisticsFile(**{
-        "snapshot-id": picked.snapshot_id, "statistics-path": partition_path,
-        "file-size-in-bytes": partition_size})
     with iceberg.transaction() as tx:
         tx.update_statistics().set_statistics(statistics_file=statistics).commit()
-        # pyiceberg has the update but no builder method for it yet
-        tx._apply((SetPartitionStatisticsUpdate(partition_statistics=partition),))
+        if partition_path is not None:      # pyiceberg has the update but no builder for it
+            tx._apply((SetPartitionStatisticsUpdate(partition_statistics=PartitionStatisticsFile(
+                **{"snapshot-id": picked.snapshot_id, "statistics-path": partition_path,
+                   "file-size-in-bytes": partition_size})),))

@@ -289,8 +289,10 @@ def status(s: dict, shown: int = 20) -> None:
 
 
 def exported(result: dict) -> None:
+    partitions = result["partition_statistics_path"]
     out.print(f"snapshot {result['snapshot']}: {result['blobs']:,} theta sketches in "
-              f"{result['statistics_path']}\npartition statistics in "
-              f"{result['partition_statistics_path']}"
+              f"{result['statistics_path']}\n"
+              + (f"partition statistics in {partitions}" if partitions else
+                 "no partition statistics: the table is not partitioned")
               + ("\nfollowed: the event path exports every new snapshot" if result["followed"]
                  else ""))

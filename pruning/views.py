@@ -143,26 +143,30 @@ class Partitions(Views):
                 self.candidates[i], i, self.table_schema, held, self.blooms))
         return self._views[i]
 
+    def arrays_of(self, column: str) -> ColumnStats | None:
+        """The column's arrays, where they are all a view would hold of it (no Hive
+        directory gives it a value); else None: ask the views."""
+        return None if column in self.hive_names else self.per_column.get(column)
+
     def stats_of(self, i: int, column: str) -> dict | None:
         """Partition i's statistics of `column` (its view's), None where it has none."""
-        if column in self.hive_names or column not in self.per_column:
-            return self.view(i).stats.get(column)
-        return self.per_column[column].row(i)
+        found = self.arrays_of(column)
+        return self.view(i).stats.get(column) if found is None else found.row(i)
 
     def has(self, column: str, asked: np.ndarray) -> np.ndarray:
         """Which asked partitions have statistics of `column`."""
-        if column in self.hive_names or column not in self.per_column:
+        found = self.arrays_of(column)
+        if found is None:
             return np.array([column in self.view(i).stats for i in asked.tolist()], bool)
-        return self.per_column[column].struct.is_valid().to_numpy(
-            zero_copy_only=False)[asked]
+        return found.struct.is_valid().to_numpy(zero_copy_only=False)[asked]
 
     def order_arrays(self, parts: list[Candidate], column: str) -> dict | None:
         """What top-k reads of `parts` (this plan's) for ORDER BY `column`, as arrays: whether
         each holds the column, its row, null and NaN counts, and the dense ranks of its
         bounds (ColumnStats.ranks); None where the bounds are not arrays here (a Hive
         column, a column without bounds)."""
-        stats = self.per_column.get(column)
-        if stats is None or column in self.hive_names:
+        stats = self.arrays_of(column)
+        if stats is None:
             return None
         if column not in self._ranks:
             self._ranks[column] = stats.ranks()
@@ -177,8 +181,8 @@ class Partitions(Views):
     def columns(self, name: str) -> ColumnRanges:
         """StatsView.column of every partition, as arrays (from views where a Hive
         directory holds the column)."""
-        found = self.per_column.get(name)
-        if found is None or name in self.hive_names:
+        found = self.arrays_of(name)
+        if found is None:
             return super().columns(name)
         return found.arrays(name, np.array(self.rows) > 0)
 

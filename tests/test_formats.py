@@ -283,6 +283,21 @@ def test_iceberg_equality_deletes_are_flagged_and_never_certain(invoker, setting
     assert spark_bridge.read(spark, root, where="x >= 1000").count() == 10
     with pytest.raises(FormatError, match=f"{deleted}: .*cannot be read exactly"):
         spark_bridge.read(spark, root)
+    # exported into the table: sketches, but no exact `ndv` claimed (the deleted rows' values
+    # are counted: 110 distinct where 10 remain)
+    from pyiceberg.table.puffin import PuffinFile
+
+    from lakestats.formats import Selection
+    from lakestats.formats.iceberg_export import export
+    out = export(root, StatisticsReader(stats_root), Selection(
+        "iceberg", catalog=f"sqlite:///{tmp_path}/catalog.db", table_name="lake.t",
+        catalog_name="eq"))
+    table = catalog.load_table("lake.t")
+    with table.io.new_input(out.statistics_path).open() as f:
+        [blob] = PuffinFile(f.read()).footer.blobs
+    assert "ndv" not in blob.properties and blob.fields == [table.schema().find_field("x").field_id]
+    # never partitioned: no partition statistics file, as Iceberg writes none
+    assert out.partition_statistics_path is None and not table.metadata.partition_statistics
 
 
 def test_spark_reads_the_rows_the_format_defines(iceberg, delta, spark, invoker, settings,
