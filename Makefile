@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint-imports bench clean
+.PHONY: demo test test-fast lint-imports bench clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,9 +40,19 @@ $(LOCALSTACK):
 		--exclude-newer 2026-02-03T00:00:00Z 'localstack-core[runtime]==4.13.1'
 	touch $@
 
-test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK)
+# Debian's Chromium, for the report's tests in a headless browser (apt-get, as root or sudo)
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+chromium: $(CHROMIUM)
+$(CHROMIUM):
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends \
+		chromium >/dev/null || { $(SUDO) apt-get update -q >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q \
+		--no-install-recommends chromium >/dev/null; }
+
+test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK) $(CHROMIUM)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=20 tests
 
 # the edit loop: ruff, then the unit tests only (no service, no Spark, nothing slow; among
 # them import-linter's layer contracts, tests/test_architecture.py);
@@ -68,6 +78,8 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_lookups.py
 	$(BIN)/python benchmarks/bench_exits.py
 	$(BIN)/python benchmarks/bench_scale.py
+	$(MAKE) chromium
+	$(BIN)/python benchmarks/bench_report.py
 
 clean:
 	rm -rf $(VENV) .venv-sam .localstack-venv .demo

@@ -51,10 +51,11 @@ def edges_array(values: list, etype: pa.DataType) -> pa.Array:
     return array if storage == etype else array.view(etype)
 
 
-def from_binning(value: float, arrow_type: pa.DataType) -> str:
-    """A number of the binning domain (a sketch's quantile) as canonical text of the type."""
+def from_binning(values: list[float], arrow_type: pa.DataType) -> list[str]:
+    """Numbers of the binning domain (a sketch's quantiles) as canonical text of the type."""
     kind = ty.kind_of(arrow_type)
     if kind in (ty.INTEGER, ty.TEMPORAL):
-        typed = edges_array([round(value)], ty.value_type(arrow_type))
-        return ty.to_text(typed)[0].as_py()
-    return ty.scalar_text(pa.scalar(value, pa.float64()))
+        typed = edges_array([round(v) for v in values], ty.value_type(arrow_type))
+    else:
+        typed = pa.array(values, pa.float64())
+    return ty.to_text(typed).to_pylist()

@@ -110,5 +110,5 @@ def from_sketch(sketch: bytes, arrow_type: pa.DataType, qs: list[float]) -> tupl
     """Approximate quantiles from a KLL sketch of the binning domain, and its normalized rank
     error."""
     kll = ds.kll_doubles_sketch.deserialize(sketch)
-    return ([from_binning(kll.get_quantile(q), arrow_type) for q in qs],
+    return (from_binning([kll.get_quantile(q) for q in qs], arrow_type),
             kll.normalized_rank_error(False))

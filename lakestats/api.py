@@ -85,13 +85,14 @@ def compute(uri: str, *, settings: Settings | None = None, invoker: str = "local
     return report
 
 
-def open(uri: str, *, stats_root: str | None = None,
-         snapshot: str | None = None) -> TableStatistics:
-    """The published statistics of the table at `uri` (of a table format's `snapshot`, when
-    given). Opening reads nothing: the first lookup reads the version published then, and the
-    object answers from that version from then on, consistently (open again for a newer one;
-    `status()` always looks at the table as it is)."""
-    return TableStatistics(uri, stats_root, snapshot)
+def open(uri: str, *, stats_root: str | None = None, snapshot: str | None = None,
+         version: str | None = None) -> TableStatistics:
+    """The published statistics of the table at `uri` (of a table format's `snapshot`, or of
+    an earlier `version` such as "v000003" or "3", when given). Opening reads nothing: the
+    first lookup reads the version published then, and the object answers from that version
+    from then on, consistently (open again for a newer one; `status()` always looks at the
+    table as it is, against the version asked for, if any)."""
+    return TableStatistics(uri, stats_root, snapshot, version)
 
 
 def prune(uri: str, where: str | None = None, limit: int | None = None,
@@ -113,11 +114,15 @@ class TableStatistics:
     since). Values are given and returned as canonical text (`lakestats show` prints the
     same); unknown columns raise UsageError."""
 
-    def __init__(self, uri: str, stats_root: str | None = None, snapshot: str | None = None):
+    def __init__(self, uri: str, stats_root: str | None = None, snapshot: str | None = None,
+                 version: str | None = None):
         from lakestats.metastore.layout import Layout
+        if snapshot and version:
+            raise UsageError("give a snapshot or a version, not both")
         self.uri = uri
         self.stats_root = stats_root
         self.snapshot = snapshot
+        self.version_asked = _version_name(version) if version else None
         self.root = Layout.of_table(uri, stats_root).uri
         self._reader: StatisticsReader | None = None
 
@@ -128,10 +133,24 @@ class TableStatistics:
     def reader(self) -> StatisticsReader:
         """The published version, read once (StatisticsMissing if there is none)."""
         if self._reader is None:
-            from lakestats.metastore.reader import StatisticsReader
-            self._reader = (StatisticsReader.of_snapshot(self.root, self.snapshot)
-                            if self.snapshot else StatisticsReader(self.root))
+            self._reader = self._read()
         return self._reader
+
+    def _read(self) -> StatisticsReader:
+        """The version asked for (by snapshot or by name), else the published one, read anew."""
+        from lakestats.metastore.reader import NotPublished, StatisticsReader
+        if self.snapshot:
+            return StatisticsReader.of_snapshot(self.root, self.snapshot)
+        if self.version_asked is None:
+            return StatisticsReader(self.root)
+        latest = StatisticsReader(self.root).version
+        try:
+            if self.version_asked > latest:
+                raise NotPublished(self.version_asked)
+            return StatisticsReader(self.root, self.version_asked)
+        except NotPublished:
+            raise NotPublished(f"{self.root}: no version {self.version_asked} (the published "
+                               f"one is {latest})") from None
 
     @property
     def version(self) -> str:
@@ -169,13 +188,12 @@ class TableStatistics:
         `time_zone` (default UTC). Read anew at each call. A table without statistics yet is
         no error: its `version` is None and every data file is pending; nothing at the
         table's path raises TableNotFound."""
-        from lakestats.metastore.reader import NotPublished, StatisticsReader
+        from lakestats.metastore.reader import NotPublished
         from lakestats.status import table_status
         try:
-            reader = StatisticsReader.of_snapshot(self.root, self.snapshot) if self.snapshot \
-                else StatisticsReader(self.root)
+            reader = self._read()
         except NotPublished:
-            if self.snapshot:
+            if self.snapshot or self.version_asked:
                 raise
             reader = None
         return table_status(self.uri, reader, time_zone)
@@ -264,3 +282,13 @@ class TableStatistics:
                 self.reader.typed(value, self.reader.column_type(column))
             except StatisticsNotFound as e:
                 raise UsageError(f"{column}: {e}") from None
+
+
+def _version_name(text: str) -> str:
+    """A version's directory name from "v000003", "3" or "v3"."""
+    from lakestats.metastore.manifest import version_name
+    digits = text[1:] if text[:1] in "vV" else text
+    if not digits.isdigit() or int(digits) < 1:
+        raise UsageError(f"version {text!r}: expected a version such as 3 or v000003 "
+                         "(lakestats status names the published one)")
+    return version_name(int(digits))

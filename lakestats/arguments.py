@@ -23,6 +23,12 @@ exit status:
   1  nothing at TABLE, or statistics that cannot be read (LATEST lost or damaged)
   2  usage error"""
 
+REPORT_EXITS = """The page counts the files landed, rewritten or removed since the version.
+exit status:
+  0  the page is written
+  1  failed (no statistics, an unknown version or column): no page is written
+  2  usage error"""
+
 
 class _Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
@@ -121,7 +127,7 @@ def parser() -> argparse.ArgumentParser:
         description="Exact column statistics for tables of Parquet files (local or s3://).")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def table_command(name, help_text, epilog=None):
+    def table_command(name, help_text, epilog=None, json=True):
         c = sub.add_parser(name, help=help_text, description=help_text, epilog=epilog,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         c.add_argument("table", metavar="TABLE",
@@ -129,7 +135,8 @@ def parser() -> argparse.ArgumentParser:
                             "files, or an Iceberg, Delta or Hudi table")
         c.add_argument("--stats-root", metavar="URI",
                        help="where statistics live (default: TABLE/_lakestats)")
-        c.add_argument("--json", action="store_true", help="machine-readable output")
+        if json:
+            c.add_argument("--json", action="store_true", help="machine-readable output")
         return c
 
     c = table_command("compute", "compute (incrementally) and publish the table's statistics",
@@ -326,6 +333,24 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("column", metavar="COLUMN")
     c.add_argument("value", metavar="VALUE", help="canonical text, e.g. 1995-01-01 or 12.50")
     sort_options(c)
+
+    c = table_command(
+        "report", "the table's statistics as one HTML page that opens offline: the table's "
+        "summary and freshness, and per column its statistics, histogram, top frequencies, "
+        "quantiles, bounds and nulls across files, and the share of files a point or a 1% "
+        "range predicate skips", REPORT_EXITS, json=False)
+    c.add_argument("-o", "--output", metavar="FILE", default="report.html",
+                   help="the page to write, '-' for stdout (default: report.html); written "
+                        "whole or not at all")
+    c.add_argument("--columns", metavar="a,b", help="only these columns")
+    c.add_argument("--version", metavar="N", help="an earlier version of the statistics, "
+                   "e.g. 3 or v000003 (default: the published one)")
+    c.add_argument("--snapshot", metavar="ID",
+                   help="the version that describes this snapshot of a table format (as show "
+                        "--snapshot)")
+    c.add_argument("--time-zone", metavar="ZONE", type=_time_zone, default="UTC",
+                   help="the zone times are shown in (default: UTC)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
 
     c = sub.add_parser("watch", help="run the serverless event flow locally: consume S3 "
                        "notifications from SQS, compute statistics, publish table versions",

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import warnings
+from pathlib import Path
 
 from lakestats import api, arguments, lookup_process, render
 from lakestats.arguments import EXIT_USAGE
@@ -20,12 +21,13 @@ from lakestats.monostore.report import ComputeFailed
 EXIT_FAILED = 1
 # commands that only read statistics: their process is set up for it (lakestats.lookup_process)
 LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "prune-query",
-           "quantiles", "rank", "where", "status"}
+           "quantiles", "rank", "where", "status", "report"}
 
 
 def _open(args) -> api.TableStatistics:
     return api.open(args.table, stats_root=args.stats_root,
-                    snapshot=getattr(args, "snapshot", None))
+                    snapshot=getattr(args, "snapshot", None),
+                    version=getattr(args, "version", None))
 
 
 def _print_json(obj) -> None:
@@ -275,6 +277,24 @@ def cmd_rank(args) -> int:
     else:
         render.out.print(f"{args.column} = {result['value']}: {result['smaller']:,} smaller "
                          f"non-null values, {result['count']:,} equal")
+    return 0
+
+
+def cmd_report(args) -> int:
+    from lakestats.profile import html_report
+    columns = args.columns.split(",") if args.columns else None
+    with render.progress_bar("report: columns", enabled=not args.quiet) as progress:
+        page = html_report(args.table, columns=columns, version=args.version,
+                           snapshot=args.snapshot, stats_root=args.stats_root,
+                           time_zone=args.time_zone, progress=progress)
+    if args.output == "-":
+        sys.stdout.write(page)
+        return 0
+    written = Path(args.output)
+    partial = written.with_name(f".{written.name}.partial")
+    partial.write_text(page, encoding="utf-8")
+    partial.replace(written)                       # whole or not at all
+    render.err.print(f"wrote {written} ({len(page.encode()) / 1024:,.0f} KiB)")
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Generates TPC-H lineitem (1.5M rows at the default scale, in 12 files), computes its statistics
 with the embedded Redis and the local worker pool, lands one more file to show an incremental
-update, and prints the table summary with histograms drawn in the terminal.
+update, prints the table summary with histograms drawn in the terminal, and writes the
+table's profile as one HTML page (lakestats report).
 """
 from __future__ import annotations
 
@@ -72,6 +73,10 @@ def run(args, settings) -> int:
     render.out.print("\n[bold]l_shipmode[/] frequencies (exact):")
     for row in stats.frequencies("l_shipmode").to_pylist():
         render.out.print(f"  {row['value']:<8} {row['frequency']:>10,}")
+    from lakestats.profile import html_report
+    page = out / "report.html"
+    page.write_text(html_report(str(table)), encoding="utf-8")
+    render.out.print(f"\n[bold]4. the table's profile[/], one HTML page: open {page}")
     render.out.print(f"\nstatistics files: {stats_root}\n"
                      f"try: lakestats show {table} --columns l_tax,l_comment\n"
                      f"     lakestats histogram {table} l_receiptdate\n"

@@ -168,65 +168,85 @@ def write_frequencies(out: Store, table: pa.Table) -> None:
 
 def read_frequencies(store: Store, columns: list[str]) -> pa.Table:
     """(column, value, frequency) rows of `columns`, in file order."""
-    parquet = store.open_parquet(FREQUENCIES)
-    groups = _groups(parquet.metadata, columns)
-    table = parquet.read_row_groups(groups) if groups else schema.FREQUENCIES_SCHEMA.empty_table()
-    return table.filter(pc.is_in(table["column"], pa.array(columns, pa.string())))
+    return FrequencyFile(store).read(columns)
 
 
-def top_frequencies(store: Store, column: str, k: int) -> pa.Table:
-    """(value, frequency) of a column's k most frequent values: its first rows, read from
-    the first row groups that hold them."""
-    parts, held = [], 0
-    for rows in frequency_batches(store, column)[1]():
-        if held >= k:
-            break
-        parts.append(rows)
-        held += rows.num_rows
-    return pa.concat_tables(parts).slice(0, k) if parts \
-        else schema.FREQUENCIES_SCHEMA.empty_table().select(["value", "frequency"])
+class FrequencyFile:
+    """A frequencies.parquet, opened once: its row groups' column names (the min and max of
+    each group's `column`) are read once, for every column asked after."""
+
+    def __init__(self, store: Store):
+        self.parquet = store.open_parquet(FREQUENCIES)
+        meta = self.parquet.metadata
+        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+        self._rows = [g.num_rows for g in groups]
+        self._names = [_names_of(g.column(0).statistics) for g in groups]
+        # as written: groups in column order, each after the last; then a name's groups
+        # are found by bisection, not by a look at every group
+        self._lows = [b[0] for b in self._names] if None not in self._names and all(
+            a[1] <= b[0] for a, b in zip(self._names, self._names[1:])) else None
+
+    def groups(self, columns: list[str]) -> list[int]:
+        """The row groups that may hold any of `columns`: by the min and max of their
+        `column` values (all, where a group has none)."""
+        if self._lows is not None and len(columns) == 1:
+            name = columns[0]
+            first = max(bisect.bisect_left(self._lows, name) - 1, 0)
+            end = bisect.bisect_right(self._lows, name)
+            return [i for i in range(first, end) if self._names[i][1] >= name]
+        names = sorted(columns)
+        return [i for i, bounds in enumerate(self._names)
+                if bounds is None or _any_between(names, *bounds)]
+
+    def read(self, columns: list[str]) -> pa.Table:
+        groups = self.groups(columns)
+        table = self.parquet.read_row_groups(groups) if groups \
+            else schema.FREQUENCIES_SCHEMA.empty_table()
+        return table.filter(pc.is_in(table["column"], pa.array(columns, pa.string())))
+
+    def top(self, column: str, k: int) -> pa.Table:
+        """(value, frequency) of a column's k most frequent values: its first rows, read
+        from the first row groups that hold them."""
+        parts, held = [], 0
+        for rows in self.batches(column)[1]():
+            if held >= k:
+                break
+            parts.append(rows)
+            held += rows.num_rows
+        return pa.concat_tables(parts).slice(0, k) if parts \
+            else schema.FREQUENCIES_SCHEMA.empty_table().select(["value", "frequency"])
+
+    def batches(self, column: str) -> tuple[int, Callable[[], Iterator[pa.Table]]]:
+        """A column's (value, frequency) rows a row group at a time, in file order, as often
+        as asked, and how many rows those row groups hold (the column's, unless it shares
+        them)."""
+        groups = self.groups([column])
+        alone = {i for i in groups if self._names[i] == (column, column)}
+        parquet = self.parquet
+
+        def batches() -> Iterator[pa.Table]:
+            for i in groups:
+                if i in alone:          # the column's alone: its names need no decoding
+                    yield parquet.read_row_group(i, columns=["value", "frequency"])
+                    continue
+                rows = parquet.read_row_group(i)
+                yield rows.filter(pc.equal(rows["column"], column)).select(["value",
+                                                                            "frequency"])
+        return sum(self._rows[i] for i in groups), batches
 
 
-def frequency_batches(store: Store, column: str
-                      ) -> tuple[int, Callable[[], Iterator[pa.Table]]]:
-    """A column's (value, frequency) rows a row group at a time, in file order, as often as
-    asked, and how many rows those row groups hold (the column's, unless it shares them)."""
-    parquet = store.open_parquet(FREQUENCIES)
-    meta = parquet.metadata
-    groups = _groups(meta, [column])
-    alone = {i for i in groups if _only_name(meta.row_group(i).column(0).statistics) == column}
-
-    def batches() -> Iterator[pa.Table]:
-        for i in groups:
-            if i in alone:          # the column's alone: its names need no decoding
-                yield parquet.read_row_group(i, columns=["value", "frequency"])
-                continue
-            rows = parquet.read_row_group(i)
-            yield rows.filter(pc.equal(rows["column"], column)).select(["value", "frequency"])
-    return sum(meta.row_group(i).num_rows for i in groups), batches
-
-
-def _groups(meta, columns: list[str]) -> list[int]:
-    """The row groups that may hold any of `columns`."""
-    names = sorted(columns)
-    return [i for i in range(meta.num_row_groups)
-            if _may_hold(meta.row_group(i).column(0).statistics, names)]
-
-
-def _only_name(stats) -> str | None:
-    """The one column a row group holds, or None when it may hold several."""
-    if stats is None or not stats.has_min_max or stats.min != stats.max:
-        return None
-    return stats.min
-
-
-def _may_hold(stats, names: list[str]) -> bool:
-    """Whether a row group, by the min and max of its `column` values, may hold one of the
-    (sorted) `names`."""
+def _names_of(stats) -> tuple[str, str] | None:
+    """The first and last column name a row group holds; None when its statistics do not
+    say."""
     if stats is None or not stats.has_min_max:
-        return True
-    first = bisect.bisect_left(names, stats.min)
-    return first < len(names) and names[first] <= stats.max
+        return None
+    return stats.min, stats.max
+
+
+def _any_between(names: list[str], low: str, high: str) -> bool:
+    """Whether one of the (sorted) `names` is in [low, high]."""
+    first = bisect.bisect_left(names, low)
+    return first < len(names) and names[first] <= high
 
 
 # -- as JSON

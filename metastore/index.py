@@ -133,10 +133,16 @@ def read(directory: Store, table_schema: pa.Schema, columns: list[str] | None = 
     """The index of the version in `directory`: base fields (all, or `base`) and the struct
     columns of `columns` (all, or none with an empty list), named c<k> by the table schema;
     only the rows `filters` keeps, if given."""
-    names = list(schema.INDEX_BASE if base is None else base)
+    return directory.read_parquet(INDEX, columns=names(table_schema, columns, base),
+                                  filters=filters)
+
+
+def names(table_schema: pa.Schema, columns: list[str] | None = None,
+          base: list[str] | None = None) -> list[str]:
+    """The index's column names read() reads."""
     wanted = table_schema.names if columns is None else columns
-    names += [schema.index_column_name(table_schema.get_field_index(c)) for c in wanted]
-    return directory.read_parquet(INDEX, columns=names, filters=filters)
+    return list(schema.INDEX_BASE if base is None else base) + [
+        schema.index_column_name(table_schema.get_field_index(c)) for c in wanted]
 
 
 ENTRY = ["path", "etag", "fingerprint", "partition_values", "row_count", "size"]   # JSON order

@@ -15,7 +15,8 @@ from lakestats.core import quantiles, schema
 from lakestats.core import types as ty
 from lakestats.core.errors import StatisticsMissing
 from lakestats.metastore import files, histograms, index, value_index
-from lakestats.metastore.layout import HISTOGRAMS, RANKS, STATISTICS, Layout
+from lakestats.metastore.layout import (FREQUENCIES, HISTOGRAMS, INDEX, RANKS, STATISTICS,
+                                        Layout)
 from lakestats.metastore.manifest import (Manifest, published_manifest, read_manifest,
                                           snapshot_version)
 from lakestats.metastore.store import DataFile, Store
@@ -42,6 +43,9 @@ class StatisticsReader:
             raise NotPublished(f"{stats_root}: no statistics published yet (run lakestats compute)")
         self.manifest: Manifest = manifest
         self.version = manifest.version
+        self._opened: dict[tuple[str, str], pq.ParquetFile | files.FrequencyFile] = {}
+        self._names: dict[str, list[str]] = {}
+        self._group: tuple[int, pa.Table] | None = None       # (index, rows): _row's
         if self.manifest.partition_count is None:
             raise StatisticsNotFound(f"{stats_root}: version {self.version} was written by an "
                                      "older lakestats (run lakestats compute to publish anew)")
@@ -59,7 +63,8 @@ class StatisticsReader:
                         base: list[str] | None = None) -> pa.Table:
         """The version's partition index (metastore.index): base fields (all, or `base`) and
         the statistics of `columns` (all, or none with an empty list)."""
-        return index.read(self.version_dir(), self.schema(), columns, base)
+        return self._open(self.version_dir(), INDEX).read(
+            columns=index.names(self.schema(), columns, base))
 
     def partition_dir(self, partition: str | None = None) -> Store:
         """Where a partition's statistics files live; the version's own without a partition."""
@@ -76,6 +81,23 @@ class StatisticsReader:
     def version_dir(self) -> Store:
         return self.layout.version(self.version)
 
+    def _open(self, directory: Store, name: str, partition: str | None = None):
+        """A statistics file: a version's (never rewritten) opened once per reader, a
+        partition's anew."""
+        opener = files.FrequencyFile if name == FREQUENCIES else lambda d: d.open_parquet(name)
+        if partition is not None:
+            return opener(directory)
+        key = (directory.uri, name)
+        if key not in self._opened:
+            self._opened[key] = opener(directory)
+        return self._opened[key]
+
+    def _columns_of(self, parquet: pq.ParquetFile, name: str, partition: str | None) -> list[str]:
+        """A statistics file's column names: a version's read once (Arrow remakes them)."""
+        if partition is None and name not in self._names:
+            self._names[name] = parquet.schema_arrow.names
+        return self._names[name] if partition is None else parquet.schema_arrow.names
+
     @functools.cached_property
     def _schema(self) -> pa.Schema:
         return files.decode_schema(self.manifest.schema)
@@ -88,31 +110,47 @@ class StatisticsReader:
         """statistics.parquet rows (of `columns` only, if given); sketches=False skips reading
         the sketch and plugin state columns, the bulk of the file."""
         table_schema = self.schema()
-        parquet = self.partition_dir(partition).open_parquet(STATISTICS)
-        names = parquet.schema_arrow.names
+        parquet = self._open(self.partition_dir(partition), STATISTICS, partition)
+        names = self._columns_of(parquet, STATISTICS, partition)
         names = names if sketches else files.light_columns(names)
         if partition is None and columns and set(columns) <= set(table_schema.names):
             # the table's rows are in schema order, in small row groups: read only the
             # groups that hold the asked columns, whatever the table's width
             rows = {table_schema.get_field_index(c) for c in columns}
-            ends = list(itertools.accumulate(parquet.metadata.row_group(g).num_rows
-                                             for g in range(parquet.num_row_groups)))
-            groups = sorted({bisect.bisect_right(ends, r) for r in rows})
+            groups = sorted({bisect.bisect_right(self._row_group_ends, r) for r in rows})
             return files.filter_columns(parquet.read_row_groups(groups, columns=names), columns)
         return _rows_of(parquet.read(columns=names), columns)
 
+    @functools.cached_property
+    def _row_group_ends(self) -> list[int]:
+        """Where each row group of the version's statistics.parquet ends, in rows."""
+        meta = self._open(self.version_dir(), STATISTICS).metadata
+        return list(itertools.accumulate(meta.row_group(g).num_rows
+                                         for g in range(meta.num_row_groups)))
+
     def _row(self, column: str, partition: str | None = None, sketches: bool = False) -> dict:
-        return self.statistics(partition, [column], sketches).to_pylist()[0]
+        """A column's statistics row; the version's last row group read is kept for the next."""
+        k = self.schema().get_field_index(column)
+        if partition is not None or k < 0:
+            return self.statistics(partition, [column], sketches).to_pylist()[0]
+        group = bisect.bisect_right(self._row_group_ends, k)
+        if self._group is None or self._group[0] != group:
+            statistics = self._open(self.version_dir(), STATISTICS)
+            self._group = (group, statistics.read_row_group(group))
+        rows = files.filter_columns(self._group[1], [column])
+        return (rows if sketches else rows.select(files.light_columns(rows.column_names))
+                ).to_pylist()[0]
 
     def frequencies(self, column: str, partition: str | None = None,
                     top: int | None = None) -> pa.Table:
         """(value, frequency) of a column (its `top` most frequent values); at table level,
         from the version whose frequencies.parquet holds the column's list (a version rewrites
         only the lists that changed)."""
-        directory = self._frequencies_dir(column, partition)
+        frequencies = self._open(self._frequencies_dir(column, partition), FREQUENCIES,
+                                 partition)
         if top is not None:
-            return files.top_frequencies(directory, column, top)
-        return files.read_frequencies(directory, [column]).select(["value", "frequency"])
+            return frequencies.top(column, top)
+        return frequencies.read([column]).select(["value", "frequency"])
 
     def _frequencies_dir(self, column: str, partition: str | None) -> Store:
         if partition is not None:
@@ -121,8 +159,8 @@ class StatisticsReader:
         return self.layout.version(where.get("version", self.version))
 
     def histogram_table(self, column: str, partition: str | None = None) -> pa.Table:
-        parquet = self.partition_dir(partition).open_parquet(HISTOGRAMS)
-        if column not in parquet.schema_arrow.names:
+        parquet = self._open(self.partition_dir(partition), HISTOGRAMS, partition)
+        if column not in self._columns_of(parquet, HISTOGRAMS, partition):
             raise StatisticsNotFound(f"column {column!r} has no histogram (only numeric and "
                                      "temporal columns with values do)")
         return parquet.read(columns=[column])
@@ -242,19 +280,24 @@ class StatisticsReader:
 
     # -- quantiles and ranks
 
-    def quantiles(self, column: str, qs: list[float]) -> dict:
-        """Exact from the column's frequencies when the table keeps them all; otherwise
-        approximate, from the merged KLL sketch, with its normalized rank error."""
-        exact = self.frequency_quantiles(column, qs)
+    def quantiles(self, column: str, qs: list[float], longest_list: int | None = None) -> dict:
+        """Exact from the column's frequencies when the table keeps them all (and, with
+        `longest_list`, they are at most that many values, or the column has no sketch);
+        otherwise approximate, from the merged KLL sketch, with its normalized rank error."""
+        row = self._row(column, sketches=True)
+        listed = longest_list is None or row["quantile_sketch"] is None or \
+            (row["distinct_count"] or 0) <= longest_list
+        exact = self.frequency_quantiles(column, qs) if listed else None
         if exact is not None:
             return {"exact": True, "quantiles": exact}
-        row = self._row(column, sketches=True)
         arrow_type = self.schema().field(column).type
         if row["quantile_sketch"] is None:
             raise StatisticsNotFound(f"column {column!r} ({arrow_type}) keeps only its repeated "
                                      "values and has no quantile sketch: use --exact")
         values, error = quantiles.from_sketch(row["quantile_sketch"], arrow_type, qs)
-        return {"exact": False, "rank_error": error, "quantiles": values}
+        ends = {0.0: row["min"], 1.0: row["max"]}        # exact: percentile_disc(0) and (1)
+        return {"exact": False, "rank_error": error,
+                "quantiles": [ends.get(q, v) for q, v in zip(qs, values)]}
 
     def frequency_quantiles(self, column: str, qs: list[float]) -> list[str | None] | None:
         """percentile_disc from the column's frequency list, when the table keeps every value
@@ -262,7 +305,8 @@ class StatisticsReader:
         row = self._row(column)
         if not row["frequencies_complete"] or row["exact_as_of"]:
             return None
-        rows, batches = files.frequency_batches(self._frequencies_dir(column, None), column)
+        rows, batches = self._open(self._frequencies_dir(column, None), FREQUENCIES).batches(
+            column)
         return quantiles.from_count_batches(
             lambda: ((t["value"].combine_chunks(), t["frequency"].to_numpy())
                      for t in batches()), rows, self.schema().field(column).type, qs)

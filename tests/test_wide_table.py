@@ -4,6 +4,7 @@ equal a plain computation over the data."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -91,3 +92,23 @@ def test_statistics_equal_a_plain_computation(wide):
         got = stats.frequencies(name)
         assert list(zip(map(int, got["value"].to_pylist()), got["frequency"].to_pylist())) \
             == expected
+
+
+def test_its_report_lists_every_column_and_opens_in_the_browser(wide, tmp_path):
+    """The report of 1,000 columns: a card and a row in the searchable list for each, in
+    headless Chromium (its load time is benchmarks/bench_report.py's)."""
+    from lakestats.profile import html_report
+    from tests import browser
+    if browser.missing():
+        pytest.fail(browser.missing())
+    root, _, _ = wide
+    page = tmp_path / "wide.html"
+    page.write_text(html_report(str(root)), encoding="utf-8")
+    dom = browser.dom(page)                  # 7 MB: read with patterns, not a parser
+    names = [f"c{k:04d}" for k in range(COLUMNS)]
+    assert re.findall(r'<article class="column" id="col-\d+" data-column="([^"]+)"', dom) \
+        == names
+    assert re.findall(r'<tr data-column="([^"]+)"', dom) == names
+    assert '<input id="search" type="search"' in dom
+    loaded = re.search(r'<html lang="en" data-loaded-ms="(\d+)"', dom)
+    assert loaded and int(loaded.group(1)) > 0        # the page's script ran to its end
