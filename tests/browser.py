@@ -22,19 +22,19 @@ def missing() -> str | None:
     return None
 
 
-def _run(page: Path, *args: str, timeout: float = 120) -> str:
+def _run(page: Path, *args: str, fragment: str = "", timeout: float = 120) -> str:
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args,
-                               page.resolve().as_uri()],
+                               page.resolve().as_uri() + (f"#{fragment}" if fragment else "")],
                               capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"chromium failed ({done.returncode}): {done.stderr[-2000:]}")
     return done.stdout
 
 
-def dom(page: Path) -> str:
-    """The page's DOM as HTML, after its load event."""
-    return _run(page, "--dump-dom")
+def dom(page: Path, fragment: str = "") -> str:
+    """The page's DOM as HTML, after its load event (opened at #`fragment`, if given)."""
+    return _run(page, "--dump-dom", fragment=fragment)
 
 
 def screenshot(page: Path, png: Path, width: int = 1280, height: int = 1800) -> None:

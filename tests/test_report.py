@@ -94,6 +94,14 @@ def test_every_column_in_the_browser_equals_show_json(edges, tmp_path):
     created = next(e["text"] for e in found if e["attrs"].get("data-key") == "version")
     assert re.search(r"created \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d-0[45]:00", created)
 
+    # the column list's filter, in the browser: from a link, as a reader would type it
+    filtered = elements(browser.dom(out, fragment="q=I6"))
+    shown = [e["attrs"]["data-column"] for e in filtered if e["tag"] in ("tr", "article")
+             and "data-column" in e["attrs"] and "hidden" not in e["attrs"]]
+    assert shown == ["i64", "i64_near", "i64", "i64_near"]
+    assert next(e["text"] for e in filtered if e["attrs"].get("id") == "shown") == \
+        f"2 of {len(cards)} shown"
+
     png = tmp_path / "report.png"
     browser.screenshot(out, png, width=1280, height=1600)
     head = png.read_bytes()[:24]

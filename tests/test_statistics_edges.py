@@ -324,9 +324,9 @@ def test_frequency_lists_short_and_long_read_back_whole_and_by_top(tmp_path):
         got = files.read_frequencies(store, [name])
         assert got["column"].to_pylist() == [name] * len(counts)
         assert got.select(["value", "frequency"]).equals(expected)
-        assert files.top_frequencies(store, name, 7).select(["value", "frequency"]) \
+        assert files.FrequencyFile(store).top(name, 7).select(["value", "frequency"]) \
             .equals(expected.slice(0, 7))
-        rows, batches = files.frequency_batches(store, name)
+        rows, batches = files.FrequencyFile(store).batches(name)
         assert rows >= len(counts)
         assert pa.concat_tables(list(batches())).equals(expected)
     both = files.read_frequencies(store, ["z", "a"])

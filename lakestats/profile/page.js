@@ -1,12 +1,12 @@
-// The report's only script: filter the columns by name, sort the column list. The page is
-// drawn already; without this script it still shows everything.
+// The report's only script: filter the columns by name (also from a link: report.html#q=name),
+// sort the column list. The page is drawn already; without this script it shows everything.
 (function () {
   const search = document.getElementById("search");
   const rows = Array.from(document.querySelectorAll("#column-table tbody tr"));
   const cards = new Map(Array.from(document.querySelectorAll("article.column"),
                                    (card) => [card.dataset.column, card]));
   const shown = document.getElementById("shown");
-  search.addEventListener("input", () => {
+  const filter = () => {
     const asked = search.value.trim().toLowerCase();
     let count = 0;
     for (const row of rows) {
@@ -16,7 +16,12 @@
       count += hide ? 0 : 1;
     }
     shown.textContent = count === rows.length ? "" : `${count} of ${rows.length} shown`;
-  });
+  };
+  search.addEventListener("input", filter);
+  if (location.hash.startsWith("#q=")) {
+    search.value = decodeURIComponent(location.hash.slice(3));
+    filter();
+  }
   const body = document.querySelector("#column-table tbody");
   document.querySelectorAll("#column-table th").forEach((th, k) => {
     let ascending = false;
