@@ -223,7 +223,7 @@ def test_freshness_versions_and_time_zones_are_the_table_as_it_is_now(tmp_path, 
     assert summary["rows"] == rows[0] + rows[1] + rows[2] and summary["files"] == 3
     assert summary["freshness"] is False
     freshness = next(e["text"] for e in found if e["attrs"].get("data-key") == "freshness")
-    assert "1 files changed since (1 added, 0 changed, 0 removed)" in freshness
+    assert "1 file changed since (1 added, 0 changed, 0 removed)" in freshness
     created = next(e["text"] for e in found if e["attrs"].get("data-key") == "version")
     assert created.endswith("+05:30")
 
@@ -279,3 +279,25 @@ def test_an_empty_table_has_a_report(tmp_path, run):
     summary = summary_of(found)
     assert (summary["rows"], summary["files"]) == (0, 1)
     assert [e["attrs"]["data-column"] for e in found if e["tag"] == "article"] == ["x", "s"]
+
+
+def test_a_table_on_s3_has_a_report_that_counts_what_landed_since(proxied_bucket, run):
+    import boto3
+    name, _ = proxied_bucket
+    s3 = boto3.client("s3")
+    sizes = []
+    for i, n in enumerate((300, 400, 500)):
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.table({"x": pa.array(np.arange(n) + 1000 * i)}), sink)
+        body = sink.getvalue().to_pybytes()
+        s3.put_object(Bucket=name, Key=f"t/part-{i}.parquet", Body=body)
+        sizes.append(len(body))
+        if i == 1:
+            run(f"s3://{name}/t")                   # the third lands after
+    found = elements(lakestats.html_report(f"s3://{name}/t"))
+    summary = summary_of(found)
+    assert (summary["rows"], summary["files"], summary["bytes"]) == (700, 2, sum(sizes[:2]))
+    freshness = next(e["text"] for e in found if e["attrs"].get("data-key") == "freshness")
+    assert "1 file changed since (1 added, 0 changed, 0 removed)" in freshness
+    pruning = next(e["attrs"] for e in found if e["column"] == "x" and "data-point" in e["attrs"])
+    assert float(pruning["data-point"]) == 0.5        # two files, disjoint ranges

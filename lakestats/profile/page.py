@@ -100,7 +100,8 @@ def _summary(report: dict) -> str:
     pending = report["pending_count"]
     waiting = sum(pending.values())
     freshness = "current: no file changed since" if report["current"] else (
-        f'<span class=stale>{waiting:,} files changed since</span> ({pending["added"]:,} '
+        f'<span class=stale>{waiting:,} file{"s" if waiting != 1 else ""} changed since'
+        f'</span> ({pending["added"]:,} '
         f'added, {pending["changed"]:,} changed, {pending["removed"]:,} removed)')
     items = [("rows", f"{report['row_count']:,}", report["row_count"]),
              ("files", f"{report['files']:,}", report["files"]),
