@@ -61,14 +61,16 @@ def _fixed(values: np.ndarray, length: int) -> np.ndarray:
 
 def _words(data: np.ndarray, at: np.ndarray, count: np.ndarray | int = 8) -> np.ndarray:
     """The little-endian uint64 of the `count` (at most 8) bytes of `data` from each of `at`
-    (`data` padded so that 8 bytes are always there)."""
-    word = np.zeros(len(at), np.uint64)
-    for j in range(8):
-        byte = data[at + j].astype(np.uint64)
-        if not isinstance(count, int):
-            byte[count <= j] = 0
-        word |= byte << np.uint64(8 * j)
-    return word
+    (`data` padded so that 8 bytes are always there): one gather of 8-byte windows."""
+    windows = np.lib.stride_tricks.as_strided(data, (max(len(data) - 7, 0), 8), (1, 1))
+    word = np.ascontiguousarray(windows[at]).view("<u8").ravel().astype(np.uint64)
+    if isinstance(count, int):
+        return word
+    kept = np.clip(count, 0, 8).astype(np.uint64) * np.uint64(8)
+    with np.errstate(over="ignore"):
+        mask = np.where(kept >= 64, np.uint64(0xFFFFFFFFFFFFFFFF),
+                        (np.uint64(1) << np.minimum(kept, np.uint64(63))) - np.uint64(1))
+    return word & mask
 
 
 def _binary(values: pa.Array) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 The file is read in batches of columns (one column, unless the columns are small) and, within a
 batch, row group by row group, so peak memory stays near READ_BATCH_BYTES or one decoded column
-chunk, plus the batch's distinct values.
+chunk, plus the batch's distinct values and the values not counted yet (at most
+column_stats.UNCOUNTED_BYTES of a column: they are counted at once, not a row group at a time).
 """
 from __future__ import annotations
 
