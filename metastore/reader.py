@@ -45,7 +45,7 @@ class StatisticsReader:
         self.version = manifest.version
         self._opened: dict[tuple[str, str], pq.ParquetFile | files.FrequencyFile] = {}
         self._names: dict[str, list[str]] = {}
-        self._group: tuple[int, pa.Table] | None = None       # (index, rows): _row's
+        self._group: tuple[int, pa.Table] | None = None
         if self.manifest.partition_count is None:
             raise StatisticsNotFound(f"{stats_root}: version {self.version} was written by an "
                                      "older lakestats (run lakestats compute to publish anew)")
@@ -82,8 +82,7 @@ class StatisticsReader:
         return self.layout.version(self.version)
 
     def _open(self, directory: Store, name: str, partition: str | None = None):
-        """A statistics file: a version's (never rewritten) opened once per reader, a
-        partition's anew."""
+        """A statistics file: a version's (never rewritten) opened once, a partition's anew."""
         opener = files.FrequencyFile if name == FREQUENCIES else lambda d: d.open_parquet(name)
         if partition is not None:
             return opener(directory)
@@ -93,7 +92,7 @@ class StatisticsReader:
         return self._opened[key]
 
     def _columns_of(self, parquet: pq.ParquetFile, name: str, partition: str | None) -> list[str]:
-        """A statistics file's column names: a version's read once (Arrow remakes them)."""
+        """A statistics file's column names, a version's read once (Arrow remakes them)."""
         if partition is None and name not in self._names:
             self._names[name] = parquet.schema_arrow.names
         return self._names[name] if partition is None else parquet.schema_arrow.names
@@ -134,10 +133,11 @@ class StatisticsReader:
         if partition is not None or k < 0:
             return self.statistics(partition, [column], sketches).to_pylist()[0]
         group = bisect.bisect_right(self._row_group_ends, k)
-        if self._group is None or self._group[0] != group:
+        held = self._group                   # read once: another thread may replace it
+        if held is None or held[0] != group:
             statistics = self._open(self.version_dir(), STATISTICS)
-            self._group = (group, statistics.read_row_group(group))
-        rows = files.filter_columns(self._group[1], [column])
+            held = self._group = (group, statistics.read_row_group(group))
+        rows = files.filter_columns(held[1], [column])
         return (rows if sketches else rows.select(files.light_columns(rows.column_names))
                 ).to_pylist()[0]
 

@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 from lakestats.api import TableStatistics
 from lakestats.core import types as ty
 from lakestats.core.schema import index_column_name
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.manifest import version_names
 from lakestats.core.errors import StatisticsMissing
 from lakestats.status import table_status
 
@@ -67,8 +69,6 @@ def gather(stats: TableStatistics, columns: list[str] | None = None,
 
 def _versions(stats: TableStatistics) -> list[str]:
     """The version directories up to the one shown (a table keeps its earlier versions)."""
-    from lakestats.metastore.layout import Layout
-    from lakestats.metastore.manifest import version_names
     shown = stats.reader.version
     return sorted(v for v in version_names(Layout(stats.root)) if v <= shown)
 

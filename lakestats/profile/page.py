@@ -80,12 +80,11 @@ def _shown(value) -> str:
     return text if len(text) <= TEXT_SHOWN else text[:TEXT_SHOWN - 1] + "…"
 
 
-def _cell(value, key: str | None = None, tag: str = "td") -> str:
+def _cell(value, key: str) -> str:
     kind = "num" if isinstance(value, (int, float)) and not isinstance(value, bool) else "text"
     title = f' title="{_e(value)}"' if kind == "text" and value is not None else ""
-    stat = f' data-stat="{_e(key)}"' if key else ""
-    return (f'<{tag} class={kind}{stat} data-value="{_data(value)}"{title}>'
-            f"{_e(_shown(value))}</{tag}>")
+    return (f'<td class={kind} data-stat="{_e(key)}" data-value="{_data(value)}"{title}>'
+            f"{_e(_shown(value))}</td>")
 
 
 def _size(n: int) -> str:
