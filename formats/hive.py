@@ -59,9 +59,13 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
     over `files`, or for the columns `known` types (the published statistics', for a file
     seen alone), as it types them where the values parse."""
     values: dict[str, set] = {}       # distinct values: files of a directory share them
+    seen = set()
     for f in files:
-        for k, v in f.partition_values.items():
-            values.setdefault(k, set()).add(v)
+        where = (f.rel_path.rpartition("/")[0], f.partition)
+        if where not in seen:
+            seen.add(where)
+            for k, v in f.partition_values.items():
+                values.setdefault(k, set()).add(v)
     if not values:
         return files
     types = {k: infer(vs) for k, vs in values.items()}
@@ -70,7 +74,15 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
             if k in known.names and infer_as(vs, known.field(k).type):
                 types[k] = known.field(k).type
     readings: dict[tuple, tuple[str, ...]] = {}      # files of one directory share theirs
-    return [_typed(f, types, readings) for f in files]
+    out = []
+    for f in files:
+        where = (f.rel_path.rpartition("/")[0], f.partition)
+        reading = readings.get(where)
+        if reading is None:
+            reading = readings[where] = _reading(f.partition_values, types)
+        out.append(DataFile(f.rel_path, f.size, f.etag, f.partition, reading, f.modified_ns)
+                   if reading else f)
+    return out
 
 
 def infer_as(values: Iterable[str | None], t: pa.DataType) -> bool:
@@ -83,12 +95,9 @@ def infer_as(values: Iterable[str | None], t: pa.DataType) -> bool:
         return False
 
 
-def _typed(f: DataFile, types: dict[str, pa.DataType], readings: dict) -> DataFile:
-    own = f.partition_values
+def _reading(own: dict[str, str | None], types: dict[str, pa.DataType]) -> tuple[str, ...]:
+    """How a file with these directory values is read: with them as typed columns."""
     if not own:
-        return f
-    key = tuple(own.items())
-    if key not in readings:
-        readings[key] = with_table_columns((), constants=pa.table({
-            k: pa.array([parse(v, types[k])], types[k]) for k, v in own.items()}))
-    return DataFile(f.rel_path, f.size, f.etag, f.partition, readings[key], f.modified_ns)
+        return ()
+    return with_table_columns((), constants=pa.table({
+        k: pa.array([parse(v, types[k])], types[k]) for k, v in own.items()}))

@@ -59,9 +59,12 @@ class DataFile:
 
     @_computed_once
     def fingerprint(self) -> str:
-        """What names the file's rows: its content, and how it is read."""
-        return hashlib.sha1("\0".join((f"{self.size}:{self.etag}", *self.reading)).encode()
-                            ).hexdigest()[:16]
+        """What names the file's rows: its content, and how it is read (the SHA-1 of
+        "size:etag", then NUL and each reading step, NUL-separated)."""
+        digest = hashlib.sha1(f"{self.size}:{self.etag}".encode())
+        if self.reading:
+            digest.update(_reading_bytes(self.reading))
+        return digest.hexdigest()[:16]
 
     @_computed_once
     def partition_values(self) -> dict[str, str | None]:
@@ -70,6 +73,12 @@ class DataFile:
         if self.partition is not None:
             return dict(self.partition)
         return dict(_directory_values(self.rel_path.rpartition("/")[0]))
+
+
+@functools.lru_cache(maxsize=1 << 12)      # files of a directory or a snapshot share it
+def _reading_bytes(reading: tuple[str, ...]) -> bytes:
+    """A reading as its fingerprint hashes it after the file's size and ETag."""
+    return ("\0" + "\0".join(reading)).encode()
 
 
 @functools.lru_cache(maxsize=1 << 16)      # files of one directory share its values
