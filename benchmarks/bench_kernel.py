@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_compute import generate  # noqa: E402
 
 
-def timed(fn) -> tuple[float, object]:
+def best_of_two(fn) -> tuple[float, object]:
     best, result = float("inf"), None
     for _ in range(2):                      # the better of two: the first warms the page cache
         start = time.perf_counter()
@@ -110,14 +110,14 @@ def main() -> None:
     rows = 0
     for path in paths:
         rows += pq.read_metadata(path).num_rows
-        totals["read"] += timed(lambda: pq.read_table(path, use_threads=False))[0]
-        totals["kernel"] += timed(lambda: kernel.compute(store, path.name))[0]
-        seconds, want = timed(lambda: by_pyarrow(path))
+        totals["read"] += best_of_two(lambda: pq.read_table(path, use_threads=False))[0]
+        totals["kernel"] += best_of_two(lambda: kernel.compute(store, path.name))[0]
+        seconds, want = best_of_two(lambda: by_pyarrow(path))
         totals["pyarrow"] += seconds
         for engine in engines[1:]:
             run = (lambda: by_duckdb(path, con)) if engine == "duckdb" else \
                 (lambda: by_polars(path))
-            seconds, got = timed(run)
+            seconds, got = best_of_two(run)
             totals[engine] += seconds
             wrong = [n for n in want if got[n] != want[n]]
             if wrong:

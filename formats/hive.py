@@ -58,14 +58,16 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
     """`files` with their directory values as typed columns of their rows: typed as inferred
     over `files`, or for the columns `known` types (the published statistics', for a file
     seen alone), as it types them where the values parse."""
-    values: dict[str, set] = {}       # distinct values: files of a directory share them
-    seen = set()
-    for f in files:
-        where = (f.rel_path.rpartition("/")[0], f.partition)
-        if where not in seen:
-            seen.add(where)
-            for k, v in f.partition_values.items():
-                values.setdefault(k, set()).add(v)
+    # a file's values are its directory's (or its format's): gathered once per place
+    places = [(f.rel_path.rpartition("/")[0], f.partition) for f in files]
+    own: dict[tuple, dict[str, str | None]] = {}
+    for f, place in zip(files, places):
+        if place not in own:
+            own[place] = f.partition_values
+    values: dict[str, set] = {}
+    for found in own.values():
+        for k, v in found.items():
+            values.setdefault(k, set()).add(v)
     if not values:
         return files
     types = {k: infer(vs) for k, vs in values.items()}
@@ -73,16 +75,9 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
         for k, vs in values.items():
             if k in known.names and infer_as(vs, known.field(k).type):
                 types[k] = known.field(k).type
-    readings: dict[tuple, tuple[str, ...]] = {}      # files of one directory share theirs
-    out = []
-    for f in files:
-        where = (f.rel_path.rpartition("/")[0], f.partition)
-        reading = readings.get(where)
-        if reading is None:
-            reading = readings[where] = _reading(f.partition_values, types)
-        out.append(DataFile(f.rel_path, f.size, f.etag, f.partition, reading, f.modified_ns)
-                   if reading else f)
-    return out
+    readings = {place: _reading(found, types) for place, found in own.items()}
+    return [DataFile(f.rel_path, f.size, f.etag, f.partition, readings[place], f.modified_ns)
+            if readings[place] else f for f, place in zip(files, places)]
 
 
 def infer_as(values: Iterable[str | None], t: pa.DataType) -> bool:

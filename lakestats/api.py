@@ -143,7 +143,10 @@ class TableStatistics:
             return StatisticsReader.of_snapshot(self.root, self.snapshot)
         if self.version_asked is None:
             return StatisticsReader(self.root)
-        latest = StatisticsReader(self.root).version
+        published = StatisticsReader(self.root)
+        latest = published.version
+        if self.version_asked == latest:
+            return published
         try:
             if self.version_asked > latest:
                 raise NotPublished(self.version_asked)

@@ -340,8 +340,8 @@ def parser() -> argparse.ArgumentParser:
         "quantiles, bounds and nulls across files, and the share of files a point or a 1% "
         "range predicate skips", REPORT_EXITS, json=False)
     c.add_argument("-o", "--output", metavar="FILE", default="report.html",
-                   help="the page to write, '-' for stdout (default: report.html); written "
-                        "whole or not at all")
+                   help="the page to write, a path or s3://bucket/key, '-' for stdout "
+                        "(default: report.html); written whole or not at all")
     c.add_argument("--columns", metavar="a,b", help="only these columns")
     c.add_argument("--version", metavar="N", help="an earlier version of the statistics, "
                    "e.g. 3 or v000003 (default: the published one)")

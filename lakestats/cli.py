@@ -9,7 +9,6 @@ import os
 import signal
 import sys
 import warnings
-from pathlib import Path
 
 from lakestats import api, arguments, lookup_process, render
 from lakestats.arguments import EXIT_USAGE
@@ -281,6 +280,7 @@ def cmd_rank(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from lakestats.metastore.store import Store
     from lakestats.profile import html_report
     columns = args.columns.split(",") if args.columns else None
     with render.progress_bar("report: columns", enabled=not args.quiet) as progress:
@@ -290,11 +290,11 @@ def cmd_report(args) -> int:
     if args.output == "-":
         sys.stdout.write(page)
         return 0
-    written = Path(args.output)
-    partial = written.with_name(f".{written.name}.partial")
-    partial.write_text(page, encoding="utf-8")
-    partial.replace(written)                       # whole or not at all
-    render.err.print(f"wrote {written} ({len(page.encode()) / 1024:,.0f} KiB)")
+    data = page.encode()
+    target = args.output if "://" in args.output else os.path.abspath(args.output)
+    folder, _, name = target.rpartition("/")
+    Store(folder).write_bytes(data, name)          # whole or not at all, local or S3
+    render.err.print(f"wrote {args.output} ({len(data) / 1024:,.0f} KiB)")
     return 0
 
 

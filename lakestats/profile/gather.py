@@ -79,7 +79,7 @@ def _column(stats: TableStatistics, row: dict, field: pa.Field, struct: pa.Struc
     out = {"statistics": row, "histogram": None, "top": None, "quantiles": None,
            "drift": None, "pruning": None}
     if row["histogram_exponent"] is not None:
-        out["histogram"] = _histogram(stats.reader.histogram(name), field.type)
+        out["histogram"] = _histogram(stats.reader.histogram_table(name)[name])
     if row["distinct_count"] is not None:
         top = stats.frequencies(name, top=TOP)
         out["top"] = {"exact": top["exact"], "values": top["values"]}
@@ -100,24 +100,26 @@ def _column(stats: TableStatistics, row: dict, field: pa.Field, struct: pa.Struc
     return out
 
 
-def _histogram(bins: list[dict], arrow_type: pa.DataType) -> dict | None:
-    """The stored bins regrouped into at most BARS bars of equal width: {"low", "high"}
-    (canonical text of the ends) and "counts"."""
-    if not bins:
+def _histogram(cells: pa.ChunkedArray) -> dict | None:
+    """The stored bins (histograms.parquet's typed cells) regrouped into at most BARS bars of
+    equal width: {"low", "high"} (canonical text of the ends) and "counts"."""
+    cells = cells.combine_chunks().drop_null()
+    if not len(cells):
         return None
-    lower, upper = (_bin_ends([b[end] for b in bins], arrow_type) for end in ("lower", "upper"))
-    counts = np.array([b["count"] for b in bins], np.int64)
+    lower, upper = _numbers(cells.field("lower")), _numbers(cells.field("upper"))
+    counts = cells.field("count").to_numpy(zero_copy_only=False)
+    ends = {"low": ty.to_text(cells.field("lower")[:1])[0].as_py(),
+            "high": ty.to_text(cells.field("upper")[-1:])[0].as_py()}
     finite = np.isfinite(lower) & np.isfinite(upper)
     if not finite.any():
-        return {"low": bins[0]["lower"], "high": bins[-1]["upper"], "counts": [int(counts.sum())]}
+        return {**ends, "counts": [int(counts.sum())]}
     first, last = lower[finite].min(), upper[finite].max()
     middle = np.clip(np.nan_to_num(lower, nan=first) / 2 + np.nan_to_num(upper, nan=last) / 2,
                      first, last)      # an infinite end (floats' -inf, +inf bins) is an edge
-    bars = min(BARS, len(bins))
+    bars = min(BARS, len(cells))
     bar = np.minimum((_unit(middle, first, last) * bars).astype(np.int64), bars - 1)
     grouped = np.bincount(bar, weights=counts, minlength=bars)
-    return {"low": bins[0]["lower"], "high": bins[-1]["upper"],
-            "counts": [int(c) for c in grouped]}
+    return {**ends, "counts": [int(c) for c in grouped]}
 
 
 def _unit(values: np.ndarray, first: float, last: float) -> np.ndarray:
@@ -125,15 +127,6 @@ def _unit(values: np.ndarray, first: float, last: float) -> np.ndarray:
     first, as the span between float64's extremes overflows."""
     with np.errstate(invalid="ignore"):
         return np.clip((values / 2 - first / 2) / ((last / 2 - first / 2) or 1.0), 0, 1)
-
-
-def _bin_ends(texts: list[str], arrow_type: pa.DataType) -> np.ndarray:
-    """Bins' ends as positions on the axis: a number's text as a float (an end may lie past
-    the range of the column's type: a decimal's bin rounded outwards), a temporal value's
-    ticks."""
-    if ty.kind_of(arrow_type) == ty.TEMPORAL:
-        return _numbers(ty.from_text(texts, arrow_type))
-    return np.array([float(t) for t in texts], np.float64)
 
 
 def _numbers(values: pa.Array) -> np.ndarray:

@@ -88,11 +88,10 @@ def _cell(value, key: str) -> str:
 
 
 def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:,} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""
+    if n < 1024:
+        return f"{n:,} bytes"
+    power = min((n.bit_length() - 1) // 10, 4)
+    return f"{n / 1024 ** power:.1f} {('KiB', 'MiB', 'GiB', 'TiB')[power - 1]}"
 
 
 def _summary(report: dict) -> str:
