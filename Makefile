@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-fast lint-imports bench clean chromium
+.PHONY: demo test test-fast lint-imports bench clean chromium jar
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,12 @@ $(CHROMIUM):
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q \
 		--no-install-recommends chromium >/dev/null; }
 
-test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK) $(CHROMIUM)
+# the `lakestats` Spark data source's jar, compiled against the installed PySpark with the
+# Scala compiler its jars include, on the Java Spark runs on (spark_bridge/jar.py)
+jar: $(VENV)/.installed-test
+	$(BIN)/python -c "from lakestats.spark_bridge.jar import jar_path; print(jar_path())"
+
+test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK) $(CHROMIUM) jar
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q --durations=20 tests
 
@@ -78,6 +83,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python benchmarks/bench_lookups.py
 	$(BIN)/python benchmarks/bench_exits.py
 	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_source.py
 	$(MAKE) chromium
 	$(BIN)/python benchmarks/bench_report.py
 

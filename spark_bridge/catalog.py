@@ -72,29 +72,43 @@ def apply_statistics(spark, table: str, table_uri: str, *, stats_root: str | Non
     if not _same_location(location, table_uri):
         raise ValueError(f"catalog table {table} is at {location}, not at {table_uri}")
 
-    ours = {r["column"].lower(): r for r in stats.statistics(sketches=False).to_pylist()}
-    num_bins = int(spark.conf.get("spark.sql.statistics.histogram.numBins", "254"))
-    col_stats, applied = jvm.java.util.HashMap(), []
-    for field in meta.schema().fields():
-        name, spark_type = field.name(), field.dataType().typeName().split("(")[0]
-        row = ours.get(name.lower())
-        if row is None or spark_type not in SUPPORTED_SPARK:
-            continue
-        props = _column_properties(row, spark_type, field.dataType().defaultSize())
-        if spark_type in BINNED_SPARK and row.get("min") is not None:
-            equi = _equi_height(stats, row, num_bins)
-            if equi is not None:
-                props["histogram"] = _serialize(jvm, spark, equi)
+    fields = [(f.name(), f.dataType().typeName(), f.dataType().defaultSize())
+              for f in meta.schema().fields()]
+    found = spark_statistics(spark, stats, fields)
+    properties, col_stats, applied = _scala_map(jvm, found["properties"]), jvm.java.util.HashMap(), []
+    for name in (name for name, *_ in fields if f"{name}.version" in found["properties"]):
         stat = jvm.org.apache.spark.sql.catalyst.catalog.CatalogColumnStat.fromMap(
-            table, name, _scala_map(jvm, {f"{name}.{k}": v for k, v in props.items()}))
+            table, name, properties)
         if stat.isDefined():
             col_stats.put(name, stat.get())
             applied.append(name)
-    size = sum(p["size"] for p in stats.partitions())
     catalog.alterTableStats(ident, jvm.scala.Option.apply(
-        _catalog_statistics(jvm, size, stats.manifest.row_count, col_stats)))
+        _catalog_statistics(jvm, found["sizeInBytes"], found["rowCount"], col_stats)))
     return {"version": stats.version, "row_count": stats.manifest.row_count,
             "columns": applied}
+
+
+def spark_statistics(spark, stats: StatisticsReader, fields: list[tuple[str, str, int]]) -> dict:
+    """A version's statistics as Spark's catalog takes them: {"sizeInBytes", "rowCount",
+    "properties"}, the properties `<column>.<key>` that CatalogColumnStat.fromMap reads (as a
+    Hive metastore stores them). `fields`: the catalog's columns as (name, Spark type name,
+    default size); a column lakestats does not describe, or of a type ANALYZE skips, has none."""
+    ours = {r["column"].lower(): r for r in stats.statistics(sketches=False).to_pylist()}
+    num_bins = int(spark.conf.get("spark.sql.statistics.histogram.numBins", "254"))
+    properties = {}
+    for name, type_name, default_size in fields:
+        spark_type = type_name.split("(")[0]
+        row = ours.get(name.lower())
+        if row is None or spark_type not in SUPPORTED_SPARK:
+            continue
+        props = _column_properties(row, spark_type, default_size)
+        if spark_type in BINNED_SPARK and row.get("min") is not None:
+            equi = _equi_height(stats, row, num_bins)
+            if equi is not None:
+                props["histogram"] = _serialize(spark._jvm, spark, equi)
+        properties.update({f"{name}.{k}": v for k, v in props.items()})
+    return {"sizeInBytes": sum(p["size"] for p in stats.partitions()),
+            "rowCount": stats.manifest.row_count, "properties": properties}
 
 
 def _column_properties(row: dict, spark_type: str, default_size: int) -> dict[str, str]:

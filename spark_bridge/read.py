@@ -68,7 +68,7 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
         files = {f.rel_path: f for f in snapshot.files}
         return _through_arrow(spark, table, [files[rel] for rel in kept], snapshot.schema,
                               next(iter(snapshot.files), None))
-    if table.is_s3 and not _has_s3a(spark):
+    if table.is_s3 and not has_s3a(spark):
         return _through_arrow(spark, table, [DataFile(rel, 0, "") for rel in kept])
     uri = table.uri.replace("s3://", "s3a://", 1)
     if every:
@@ -96,7 +96,7 @@ def _order(order_by: str):
     return [F.col(column).desc() if descending else F.col(column).asc()]
 
 
-def _has_s3a(spark) -> bool:
+def has_s3a(spark) -> bool:
     try:
         spark._jvm.java.lang.Class.forName("org.apache.hadoop.fs.s3a.S3AFileSystem")
         return True

@@ -114,11 +114,15 @@ def run(invoker, redis_url):
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """One local SparkSession for every Spark test: cost-based optimizer and histograms on,
-    adaptive execution off so that plans are decided before they run."""
+    adaptive execution off so that plans are decided before they run; the `lakestats` data
+    source installed."""
     from pyspark.sql import SparkSession
+
+    from lakestats import spark_bridge
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers import lakestats
     warehouse = tmp_path_factory.mktemp("warehouse")
-    session = (SparkSession.builder.master("local[2]").appName("lakestats-tests")
+    session = (spark_bridge.configure(SparkSession.builder).master("local[2]")
+               .appName("lakestats-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.warehouse.dir", str(warehouse))
                .config("spark.sql.cbo.enabled", "true")
@@ -128,6 +132,7 @@ def spark(tmp_path_factory):
                .config("spark.driver.memory", "2g")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
+    spark_bridge.install(session)
     yield session
     session.stop()
 

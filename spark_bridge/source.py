@@ -1,0 +1,218 @@
+"""The `lakestats` Spark data source: ordinary DataFrame code and SQL pruned by lakestats.
+
+    spark = spark_bridge.configure(SparkSession.builder).getOrCreate()
+    spark_bridge.install(spark)
+    spark.read.format("lakestats").load(uri).filter("k = 3").count()
+    spark.sql("CREATE TABLE t USING lakestats OPTIONS (path '...')")
+
+A table read through it is a Parquet relation scanned by Spark's own Parquet reader; its file
+index (jvm/Lakestats.scala) asks the Planner below, through py4j, which files each query must
+read: at every planning, the table is listed as it is then (pruning.freshness), the filters
+Spark hands over (every conjunct lakestats can read as Spark SQL, OR and arithmetic included)
+prune the files the statistics describe, and every other file is read. Catalog tables `USING
+lakestats` carry the published statistics (catalog.spark_statistics) for the cost-based
+optimizer, read again when a new version is published. Options: `stats_root`.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+from lakestats.core.errors import StatisticsMissing, UsageError
+from lakestats.formats import (DELETION_VECTOR, FILE_SLICE, POSITION_DELETES, TABLE_COLUMNS,
+                               FormatError)
+from lakestats.metastore.layout import Layout
+from lakestats.metastore.reader import StatisticsReader
+from lakestats.metastore.store import Store
+from lakestats.pruning import PruneResult
+from lakestats.pruning import prune as prune_files
+from lakestats.pruning.freshness import freshness
+from lakestats.pruning.predicate import PredicateError, parse
+from lakestats.spark_bridge.catalog import spark_statistics
+from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
+from lakestats.spark_bridge.read import has_s3a
+
+ENTRY = "org.apache.spark.sql.lakestats.Lakestats"
+
+
+def configure(builder):
+    """The builder, with what the source needs before the session starts: its jar (built on
+    first use, spark_bridge.jar) and its extensions (catalog statistics, LIMIT)."""
+    options = builder._options
+    for key, value in (("spark.jars", str(jar_path())),
+                       ("spark.sql.extensions", EXTENSIONS_CLASS)):
+        present = [v for v in options.get(key, "").split(",") if v]
+        if value not in present:
+            builder = builder.config(key, ",".join(present + [value]))
+    return builder
+
+
+def install(spark) -> None:
+    """Register this process as the source's planner, once per session (again is harmless)."""
+    from pyspark.java_gateway import ensure_callback_server_started
+    try:
+        entry = spark._jvm.java.lang.Class.forName(
+            ENTRY + "$", True, spark._jvm.Thread.currentThread().getContextClassLoader())
+    except Exception:  # noqa: BLE001 - py4j raises its own error for a missing class
+        raise RuntimeError("the lakestats Spark source is not in this session: start it from "
+                           "spark_bridge.configure(SparkSession.builder)") from None
+    if EXTENSIONS_CLASS not in spark.conf.get("spark.sql.extensions", ""):
+        raise RuntimeError(f"spark.sql.extensions lacks {EXTENSIONS_CLASS} (catalog statistics "
+                           "and LIMIT pruning): start the session from spark_bridge.configure("
+                           "SparkSession.builder)")
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    entry.getField("MODULE$").get(None).install(Planner(spark))
+
+
+def register_table(spark, name: str, table_uri: str, *, stats_root: str | None = None) -> None:
+    """CREATE TABLE name USING lakestats over `table_uri` (replacing one of that name)."""
+    options = {"path": table_uri} | ({"stats_root": stats_root} if stats_root else {})
+    quoted = ", ".join(f"{k} '{_sql_text(v)}'" for k, v in options.items())
+    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    spark.sql(f"CREATE TABLE {name} USING lakestats OPTIONS ({quoted})")
+
+
+def explain(df) -> dict | list[dict]:
+    """What the source plans for the DataFrame's scan through it: {"kept", "skipped",
+    "unknown", "fully_matching", "pushed", "not_pushed", "limit", "order_by", "version"}
+    (relative paths;
+    `kept` includes `unknown`). A list of them when the DataFrame scans several times."""
+    jvm = df.sparkSession._jvm
+    plans = json.loads(getattr(jvm, ENTRY).explain(df._jdf))
+    if not plans:
+        raise ValueError("the DataFrame reads no table through the lakestats source")
+    shown = [{k: v for k, v in p.items() if k not in ("root", "files", "format")} for p in plans]
+    return shown[0] if len(shown) == 1 else shown
+
+
+class Planner:
+    """The answers Lakestats.scala asks for (its Planner trait), in JSON."""
+
+    class Java:
+        implements = ["org.apache.spark.sql.lakestats.Planner"]
+
+    def __init__(self, spark):
+        self.spark = spark
+        self._statistics: dict[tuple, dict] = {}      # (uri, root, version, fields) -> answer
+        self._lock = threading.Lock()
+
+    def describe(self, uri: str, options: str) -> str:
+        """Every current file, and a table format's columns (Spark's types for its schema)."""
+        answer = json.loads(self.plan(uri, options, "[]", "[]", -1, "", "UTC"))
+        if answer["format"] != "parquet":
+            from pyspark.sql.pandas.types import from_arrow_schema
+            snapshot = freshness(uri, None, {}).snapshot
+            answer["schema"] = from_arrow_schema(snapshot.schema).json()
+        return json.dumps(answer)
+
+    def plan(self, uri: str, options: str, pushed: str, not_pushed: str, limit: int,
+             order: str, time_zone: str) -> str:
+        pushed, not_pushed = _readable(json.loads(pushed), json.loads(not_pushed))
+        # LIMIT may skip a file only when what lakestats read is the whole filter
+        limit = None if limit < 0 or not_pushed else limit
+        order = order if limit is not None and order else None
+        where = " AND ".join(f"({p})" for p in pushed) or None
+        result = _prune(uri, json.loads(options).get("stats_root"), where, limit, order,
+                        time_zone)
+        now = result.freshness.now if result.freshness else {}
+        table = Store(uri)
+        if table.is_s3 and not has_s3a(self.spark):
+            raise UsageError(f"{uri}: the lakestats source reads S3 through Spark's S3A "
+                             "filesystem, which this session lacks (hadoop-aws); "
+                             "spark_bridge.read reads it through Arrow")
+        _check_native(table, result)
+        files = [[rel, now[rel].size, (now[rel].modified_ns or 0) // 1_000_000]
+                 for rel in result.kept]
+        return json.dumps({"root": _hadoop_uri(table), "format": result.freshness.form,
+                           "files": files, "pushed": pushed, "not_pushed": not_pushed,
+                           "limit": limit, "order_by": order} | result.as_json())
+
+    def covers(self, path: str) -> str:
+        uri = re.sub(r"^file:(//)?", "", path).replace("s3a://", "s3://", 1)
+        try:
+            StatisticsReader(Layout.of_table(uri).uri)
+        except StatisticsMissing:
+            uri = None
+        return json.dumps({"uri": uri})
+
+    def statistics(self, uri: str, options: str, fields: str) -> str:
+        try:
+            stats = StatisticsReader(Layout.of_table(uri, json.loads(options).get("stats_root")).uri)
+        except StatisticsMissing:
+            return json.dumps({"version": None})
+        key = (uri, options, stats.version, fields)
+        with self._lock:
+            if key not in self._statistics:
+                found = spark_statistics(self.spark, stats, [tuple(f) for f in json.loads(fields)])
+                self._statistics[key] = found | {"version": stats.version}
+            return json.dumps(self._statistics[key])
+
+    def toString(self) -> str:   # noqa: N802 - py4j asks every proxy for it
+        return "lakestats.spark_bridge.source.Planner"
+
+
+def _prune(uri: str, stats_root: str | None, where: str | None, limit: int | None,
+           order_by: str | None, time_zone: str) -> PruneResult:
+    """pruning.prune; a table without statistics has every file unknown, so every one read."""
+    try:
+        stats = StatisticsReader(Layout.of_table(uri, stats_root).uri)
+    except StatisticsMissing:
+        now = freshness(uri, None, {})
+        return PruneResult(kept=list(now.unknown), unknown=list(now.unknown), freshness=now)
+    return prune_files(stats, where, limit, order_by, table_uri=uri, time_zone=time_zone)
+
+
+def _readable(pushed: list[str], not_pushed: list[str]) -> tuple[list[str], list[str]]:
+    """Conjuncts lakestats parses stay pushed; the others join the ones Spark could not render."""
+    ok = []
+    for conjunct in pushed:
+        try:
+            parse(conjunct)
+            ok.append(conjunct)
+        except PredicateError:
+            not_pushed = not_pushed + [conjunct]
+    return ok, not_pushed
+
+
+def _check_native(table: Store, result: PruneResult) -> None:
+    """Spark's Parquet reader gives a table format's rows only for files read as they are
+    (their types aside, which it widens to the table's or refuses)."""
+    snapshot = result.freshness.snapshot if result.freshness else None
+    if snapshot is None:
+        return
+    files = {f.rel_path: f for f in snapshot.files}
+    for rel in result.kept:
+        why = snapshot.inexact.get(rel) or _not_as_stored(files[rel].reading)
+        if why:
+            raise FormatError(f"{table.uri}: {rel}: {why}, which Spark's Parquet reader does not "
+                              "apply: read the table with spark_bridge.read or the format's "
+                              "Spark connector")
+
+
+def _not_as_stored(reading: tuple[str, ...]) -> str | None:
+    """Why a file's rows are not the Parquet file's own (formats.rows), or None."""
+    if not reading:
+        return None
+    kind, *args = reading
+    if kind != TABLE_COLUMNS:
+        return {POSITION_DELETES: "it has position deletes", DELETION_VECTOR: "it has a "
+                "deletion vector", FILE_SLICE: "it is read merged with its log files"}.get(
+                    kind, f"it is read as {kind!r}")
+    spec, constants, defaults, *inner = args
+    spec = json.loads(spec)
+    if spec["names"] or "ids" in spec:
+        return "its columns are matched to the table's by id or mapped name"
+    if constants:
+        return "its partition values are kept outside the file"
+    if defaults:
+        return "it lacks columns added later, with defaults"
+    return _not_as_stored(tuple(inner))
+
+
+def _hadoop_uri(table: Store) -> str:
+    return table.uri.replace("s3://", "s3a://", 1) if table.is_s3 else f"file:{table.root}"
+
+
+def _sql_text(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
