@@ -135,7 +135,7 @@ def open_rows(table: Store, rel_path: str, reading: tuple[str, ...] = (), whole:
     if kind == TABLE_COLUMNS:
         spec, constants, defaults, *inner = args
         return _mapped(open_rows(table, rel_path, tuple(inner), whole), json.loads(spec),
-                       _one_row(constants), _one_row(defaults))
+                       one_row(constants), one_row(defaults))
     if kind == POSITION_DELETES:
         data_uri, *delete_uris = args
         return Rows(data_parquet(table, rel_path, whole),
@@ -221,7 +221,7 @@ def parse_type(text: str) -> pa.DataType:
     return pa.type_for_alias(text)
 
 
-def _one_row(stream: str) -> pa.Table | None:
+def one_row(stream: str) -> pa.Table | None:
     return pa.ipc.open_stream(base64.b64decode(stream)).read_all() if stream else None
 
 

@@ -20,8 +20,7 @@ import re
 import threading
 
 from lakestats.core.errors import StatisticsMissing, UsageError
-from lakestats.formats import (DELETION_VECTOR, FILE_SLICE, POSITION_DELETES, TABLE_COLUMNS,
-                               FormatError)
+from lakestats.formats import Snapshot
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
@@ -31,6 +30,8 @@ from lakestats.pruning.freshness import freshness
 from lakestats.pruning.predicate import PredicateError, parse
 from lakestats.spark_bridge.catalog import spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
+from lakestats.spark_bridge.native import (FIELD_IDS, needs_field_ids, partition_texts,
+                                           spark_schemas)
 from lakestats.spark_bridge.read import has_s3a
 
 ENTRY = "org.apache.spark.sql.lakestats.Lakestats"
@@ -38,13 +39,17 @@ ENTRY = "org.apache.spark.sql.lakestats.Lakestats"
 
 def configure(builder):
     """The builder, with what the source needs before the session starts: its jar (built on
-    first use, spark_bridge.jar) and its extensions (catalog statistics, LIMIT)."""
+    first use, spark_bridge.jar), its extensions (catalog statistics, LIMIT and top-k), and
+    Parquet columns matched by field id where the schema gives them (Iceberg tables; Spark
+    matches the others by name, as before)."""
     options = builder._options
     for key, value in (("spark.jars", str(jar_path())),
                        ("spark.sql.extensions", EXTENSIONS_CLASS)):
         present = [v for v in options.get(key, "").split(",") if v]
         if value not in present:
             builder = builder.config(key, ",".join(present + [value]))
+    if FIELD_IDS not in options:
+        builder = builder.config(FIELD_IDS, "true")
     return builder
 
 
@@ -98,16 +103,17 @@ class Planner:
         self._lock = threading.Lock()
 
     def describe(self, uri: str, options: str) -> str:
-        """Every current file, and a table format's columns (Spark's types for its schema)."""
-        answer = json.loads(self.plan(uri, options, "[]", "[]", -1, "", "UTC"))
-        if answer["format"] != "parquet":
-            from pyspark.sql.pandas.types import from_arrow_schema
-            snapshot = freshness(uri, None, {}).snapshot
-            answer["schema"] = from_arrow_schema(snapshot.schema).json()
-        return json.dumps(answer)
+        """Every current file, and a table format's columns (native.spark_schemas)."""
+        answer, snapshot = self._plan(uri, options, "[]", "[]", -1, "", "UTC")
+        return json.dumps(answer | (spark_schemas(snapshot) if snapshot else {}))
 
     def plan(self, uri: str, options: str, pushed: str, not_pushed: str, limit: int,
              order: str, time_zone: str) -> str:
+        return json.dumps(self._plan(uri, options, pushed, not_pushed, limit, order,
+                                     time_zone)[0])
+
+    def _plan(self, uri: str, options: str, pushed: str, not_pushed: str, limit: int,
+              order: str, time_zone: str) -> tuple[dict, Snapshot | None]:
         pushed, not_pushed = _readable(json.loads(pushed), json.loads(not_pushed))
         # LIMIT may skip a file only when what lakestats read is the whole filter
         limit = None if limit < 0 or not_pushed else limit
@@ -121,12 +127,17 @@ class Planner:
             raise UsageError(f"{uri}: the lakestats source reads S3 through Spark's S3A "
                              "filesystem, which this session lacks (hadoop-aws); "
                              "spark_bridge.read reads it through Arrow")
-        _check_native(table, result)
-        files = [[rel, now[rel].size, (now[rel].modified_ns or 0) // 1_000_000]
-                 for rel in result.kept]
-        return json.dumps({"root": _hadoop_uri(table), "format": result.freshness.form,
-                           "files": files, "pushed": pushed, "not_pushed": not_pushed,
-                           "limit": limit, "order_by": order} | result.as_json())
+        snapshot = result.freshness.snapshot
+        if snapshot and needs_field_ids(snapshot) and \
+                self.spark.conf.get(FIELD_IDS, "false") != "true":
+            raise UsageError(f"{uri}: Iceberg's columns are matched by field id, which Spark's "
+                             f"Parquet reader does only with {FIELD_IDS}=true (configure sets it)")
+        values = partition_texts(uri, snapshot, result.kept) if snapshot else {}
+        files = [[rel, now[rel].size, (now[rel].modified_ns or 0) // 1_000_000,
+                  values.get(rel, [])] for rel in result.kept]
+        return {"root": _hadoop_uri(table), "format": result.freshness.form, "files": files,
+                "pushed": pushed, "not_pushed": not_pushed, "limit": limit,
+                "order_by": order} | result.as_json(), snapshot
 
     def covers(self, path: str) -> str:
         uri = re.sub(r"^file:(//)?", "", path).replace("s3a://", "s3://", 1)
@@ -173,41 +184,6 @@ def _readable(pushed: list[str], not_pushed: list[str]) -> tuple[list[str], list
         except PredicateError:
             not_pushed = not_pushed + [conjunct]
     return ok, not_pushed
-
-
-def _check_native(table: Store, result: PruneResult) -> None:
-    """Spark's Parquet reader gives a table format's rows only for files read as they are
-    (their types aside, which it widens to the table's or refuses)."""
-    snapshot = result.freshness.snapshot if result.freshness else None
-    if snapshot is None:
-        return
-    files = {f.rel_path: f for f in snapshot.files}
-    for rel in result.kept:
-        why = snapshot.inexact.get(rel) or _not_as_stored(files[rel].reading)
-        if why:
-            raise FormatError(f"{table.uri}: {rel}: {why}, which Spark's Parquet reader does not "
-                              "apply: read the table with spark_bridge.read or the format's "
-                              "Spark connector")
-
-
-def _not_as_stored(reading: tuple[str, ...]) -> str | None:
-    """Why a file's rows are not the Parquet file's own (formats.rows), or None."""
-    if not reading:
-        return None
-    kind, *args = reading
-    if kind != TABLE_COLUMNS:
-        return {POSITION_DELETES: "it has position deletes", DELETION_VECTOR: "it has a "
-                "deletion vector", FILE_SLICE: "it is read merged with its log files"}.get(
-                    kind, f"it is read as {kind!r}")
-    spec, constants, defaults, *inner = args
-    spec = json.loads(spec)
-    if spec["names"] or "ids" in spec:
-        return "its columns are matched to the table's by id or mapped name"
-    if constants:
-        return "its partition values are kept outside the file"
-    if defaults:
-        return "it lacks columns added later, with defaults"
-    return _not_as_stored(tuple(inner))
 
 
 def _hadoop_uri(table: Store) -> str:

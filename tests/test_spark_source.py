@@ -223,22 +223,63 @@ def test_a_new_version_reaches_the_optimizer(spark, tmp_path, run):
 
 
 def test_table_formats_read_natively_or_refused(spark, tmp_path, invoker, settings):
-    from deltalake import DeltaTable, write_deltalake
+    """A Delta table's files, its partition values given outside them (a null one too), read by
+    Spark's Parquet reader; other writers' tables whose rows that reader would not give as the
+    format defines (deletion vectors, column mapping) refused, naming the file and why."""
+    from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
-    from tests.test_formats import batch, compute_snapshot
+    from tests.test_formats import DELTA_SAMPLES, batch, compute_snapshot, unzipped
     plain, partitioned = tmp_path / "plain", tmp_path / "partitioned"
     write_deltalake(plain, batch(0))
     write_deltalake(plain, batch(1), mode="append")
-    write_deltalake(partitioned, batch(0), partition_by=["part"])
+    first = batch(0)
+    first = first.set_column(first.schema.get_field_index("part"), "part",
+                             pa.array([0, None, 1] * 40, pa.int32()))
+    write_deltalake(partitioned, first, partition_by=["part"])
     for root in (plain, partitioned):
         compute_snapshot(str(root), invoker, settings)
-    expected = DeltaTable(plain).to_pyarrow_table()
-    got = spark.read.format("lakestats").load(str(plain))
+        expected = pa.table(QueryBuilder().register("t", DeltaTable(root))
+                            .execute("SELECT * FROM t").read_all())
+        got = spark.read.format("lakestats").load(str(root))
+        assert sorted(got.columns) == sorted(expected.column_names)
+        for column in ("i32", "part", "text"):
+            assert sorted(repr(r[0]) for r in got.select(column).collect()) == \
+                sorted(repr(v) for v in expected[column].to_pylist()), (root, column)
+    frame = spark.read.format("lakestats").load(str(partitioned))
+    assert frame.where("part IS NULL").count() == 40
+    assert spark_bridge.explain(frame.where("part = 1"))["kept"] == \
+        spark_bridge.prune(str(partitioned), where="part = 1").kept
+    samples = {"table-with-dv-small": "it has a deletion vector",
+               "table_with_column_mapping": "mapped to the table's names"}
+    for root in unzipped([DELTA_SAMPLES / f"{name}.zip" for name in samples], tmp_path,
+                         "_delta_log/00000000000000000000.json"):
+        compute_snapshot(str(root), invoker, settings)
+        why = next(w for name, w in samples.items() if name in str(root))
+        with pytest.raises(Exception, match=f"{why}.*read the table with spark_bridge.read"):
+            spark.read.format("lakestats").load(str(root)).collect()
+
+
+def test_iceberg_columns_are_matched_by_field_id(spark, tmp_path, invoker, settings):
+    """Iceberg's identity partition and a renamed column: Spark's reader matches the files'
+    columns by field id, so the old files' `i32` is the table's `renamed`."""
+    from tests.test_formats import batch, compute_snapshot, partitioned_iceberg
+    catalog, table = partitioned_iceberg(tmp_path, "renames")
+    with table.update_schema() as update:
+        update.rename_column("i32", "renamed")
+    table = catalog.load_table("lake.renames")
+    fresh = batch(2).rename_columns(["renamed" if n == "i32" else n for n in batch(2).column_names])
+    table.append(fresh)
+    root = table.location().removeprefix("file://")
+    compute_snapshot(root, invoker, settings)
+    expected = table.scan().to_arrow()
+    got = spark.read.format("lakestats").load(root)
     assert sorted(got.columns) == sorted(expected.column_names)
-    assert sorted(repr(r.i32) for r in got.select("i32").collect()) == \
-        sorted(repr(v) for v in expected["i32"].to_pylist())
-    with pytest.raises(Exception, match="partition values are kept outside the file.*spark_bridge.read"):
-        spark.read.format("lakestats").load(str(partitioned)).collect()
+    for column in ("renamed", "part", "text"):
+        assert sorted(repr(r[0]) for r in got.select(column).collect()) == \
+            sorted(repr(v) for v in expected[column].to_pylist()), column
+    where = "renamed > 0 AND part = 1"
+    assert sorted(spark_bridge.explain(got.where(where))["kept"]) == \
+        sorted(spark_bridge.prune(root, where=where).kept)
 
 
 def test_configure_adds_the_jar_and_the_extensions_once():
@@ -249,6 +290,7 @@ def test_configure_adds_the_jar_and_the_extensions_once():
     assert builder._options["spark.jars"].endswith(".jar")
     again = spark_bridge.configure(builder)
     assert again._options["spark.jars"].count(".jar") == 1
+    assert again._options["spark.sql.parquet.fieldId.read.enabled"] == "true"
 
 
 def _column_stats(stats, name: str):

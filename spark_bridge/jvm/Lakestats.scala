@@ -19,6 +19,7 @@ import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 import org.apache.hadoop.fs.{FileStatus, Path}
 
 import org.apache.spark.sql.{DataFrame, SQLContext, SparkSession, SparkSessionExtensions}
+import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.catalog.{CatalogColumnStat, CatalogStatistics}
 import org.apache.spark.sql.catalyst.expressions._
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LocalLimit, LogicalPlan, Project, Sort}
@@ -33,8 +34,9 @@ import org.apache.spark.unsafe.types.UTF8String
 
 /** lakestats' answers, in JSON (implemented in Python: spark_bridge.source.Planner). */
 trait Planner {
-  /** The table's current files: {"root", "files": [[path, size, mtime_ms], ...], "format"},
-   *  and a table format's columns ("schema", Spark's JSON). */
+  /** The table's current files: {"root", "files": [[path, size, mtime_ms, [partition value
+   *  text, ...]], ...], "format"}, and a table format's columns ("schema", "partitionSchema":
+   *  those its files keep outside themselves; Spark's JSON). */
   def describe(uri: String, options: String): String
   /** The files to read for these filters (Spark SQL, ANDed), limit (-1: none) and order
    *  ("col ASC|DESC", Spark's null order; "": none): the describe answer's shape, plus "kept",
@@ -105,7 +107,9 @@ class DefaultSource extends RelationProvider with SchemaRelationProvider with Da
       throw new IllegalArgumentException("lakestats: load(path) or OPTIONS (path '...') is required"))
     val options = parameters - "path"
     val described = Lakestats.answer(_.describe(uri, Lakestats.toJson(options.asJava)))
-    val listing = Listing(spark, options, schema, described)
+    val outside = Option(described.get("partitionSchema"))
+      .map(s => DataType.fromJson(s.asText()).asInstanceOf[StructType]).getOrElse(new StructType())
+    val listing = Listing(spark, options, schema, described, outside)
     val partitionSchema = listing.partitionSchema
     val declared = Option(described.get("schema")).map(s => DataType.fromJson(s.asText()).asInstanceOf[StructType])
     val dataSchema = schema.orElse(declared)
@@ -118,32 +122,51 @@ class DefaultSource extends RelationProvider with SchemaRelationProvider with Da
   }
 }
 
-/** A table's files as lakestats listed them; partitions inferred by Spark's own rules
- *  (Hive-style directories; none for a table format, whose files hold every column). */
+/** A table's files as lakestats listed them. Partitions: a directory's inferred by Spark's own
+ *  rules (Hive-style directories); a table format's given per file (`explicit`: the values it
+ *  keeps outside its files, none if it keeps them all inside). */
 class Listing(spark: SparkSession, options: Map[String, String], schema: Option[StructType],
-              val root: Path, files: Seq[FileStatus])
+              val root: Path, files: Seq[FileStatus], explicit: Option[PartitionSpec])
   extends PartitioningAwareFileIndex(spark, options, schema, NoopCache) {
   override def rootPaths: Seq[Path] = Seq(root)
   override lazy val leafFiles: mutable.LinkedHashMap[Path, FileStatus] =
     mutable.LinkedHashMap(files.map(f => f.getPath -> f): _*)
+  // given partitions are per file: each file stands as its own directory
   override lazy val leafDirToChildrenFiles: Map[Path, Array[FileStatus]] =
-    files.toArray.groupBy(_.getPath.getParent)
-  override lazy val partitionSpec: PartitionSpec = inferPartitioning()
+    if (explicit.isDefined) files.map(f => f.getPath -> Array(f)).toMap
+    else files.toArray.groupBy(_.getPath.getParent)
+  override lazy val partitionSpec: PartitionSpec = explicit.getOrElse(inferPartitioning())
   override def refresh(): Unit = ()
 }
 
 object Listing {
+  /** `partitions`: a table format's columns kept outside its files (empty for a directory). */
   def apply(spark: SparkSession, options: Map[String, String], schema: Option[StructType],
-            answer: JsonNode): Listing = {
+            answer: JsonNode, partitions: StructType): Listing = {
     val root = new Path(answer.get("root").asText())
     val files = answer.get("files").elements().asScala.map { f =>
-      new FileStatus(f.get(1).asLong(), false, 1, 128L << 20, f.get(2).asLong(),
+      val status = new FileStatus(f.get(1).asLong(), false, 1, 128L << 20, f.get(2).asLong(),
         new Path(root.toString + "/" + f.get(0).asText()))
+      status -> f.get(3).elements().asScala.map(v => if (v.isNull) null else v.asText()).toSeq
     }.toSeq
-    val how = if (answer.get("format").asText() == "parquet") Map("basePath" -> root.toString)
-              else Map("recursiveFileLookup" -> "true")      // a format's directories are not columns
-    new Listing(spark, options ++ how, schema, root, files)
+    if (answer.get("format").asText() == "parquet") {
+      new Listing(spark, options + ("basePath" -> root.toString), schema, root, files.map(_._1), None)
+    } else {
+      val given = files.map { case (status, values) => PartitionPath(row(values, partitions), status.getPath) }
+      // without partition columns Spark takes the root's own files, unless recursive
+      val every = if (partitions.isEmpty) Map("recursiveFileLookup" -> "true") else Map.empty
+      new Listing(spark, options ++ every, schema, root, files.map(_._1),
+        Some(PartitionSpec(partitions, given)))
+    }
   }
+
+  /** Partition values from their text (native.partition_texts), cast as ANSI SQL casts:
+   *  a value that does not read back fails the query rather than turning null. */
+  private def row(values: Seq[String], partitions: StructType): InternalRow =
+    InternalRow.fromSeq(values.zip(partitions.fields).map {
+      case (null, _) => null
+      case (v, f) => Cast(Literal(v), f.dataType, Some("UTC"), EvalMode.ANSI).eval()
+    })
 }
 
 /** The file index of a `lakestats` relation: every listFiles asks lakestats, so each query is
@@ -167,7 +190,8 @@ class LakestatsFileIndex(spark: SparkSession, val uri: String, val options: Map[
   override def listFiles(partitionFilters: Seq[Expression],
                          dataFilters: Seq[Expression]): Seq[PartitionDirectory] = {
     val answer = Lakestats.answer(planCall(partitionFilters ++ dataFilters))
-    Listing(spark, options, Some(schema), answer).listFiles(partitionFilters, dataFilters)
+    val outside = if (answer.get("format").asText() == "parquet") new StructType() else partitionSchema
+    Listing(spark, options, Some(schema), answer, outside).listFiles(partitionFilters, dataFilters)
   }
 
   /** The planner's answer for these filters, as JSON text. */
