@@ -5,6 +5,7 @@ TPC-H SF1 lineitem, one file per ship month (84 files, bench_freshness.by_month)
 computed first if missing. Run with:
 
     .venv/bin/python benchmarks/bench_source.py [--repeat 2] [--skip-python-source]
+                                                [--files 10000] [--scale-dir DIR]
 
 1. The read path with nothing to prune (`sum(l_extendedprice * (1 - l_discount))` over every
    file): the source against `spark.read.parquet` (target: <= 1.3x), and the route the source
@@ -16,6 +17,9 @@ computed first if missing. Run with:
    for spark_bridge.read; their answers compared.
    Files: the scan's `numFiles`; bytes: what the JVM read through read(2) (/proc rchar), so
    footers and skipped row groups count as they cost.
+
+3. At scale: bench_planning_freshness' table of --files small files, its four queries (point,
+   range, LIMIT, top-k) end to end through the source and through `spark.read.parquet`.
 
 Times are the best of --repeat rounds after a warm-up round, the ways taking turns, from a warm
 page cache.
@@ -133,6 +137,10 @@ def main() -> None:
     p.add_argument("--data-dir", type=Path, default=ROOT / ".data")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--skip-python-source", action="store_true")
+    p.add_argument("--files", type=int, default=10_000,
+                   help="part 3: the small-file table's size (0: skip)")
+    p.add_argument("--scale-dir", type=Path, default=Path("/tmp/lakestats-bench"),
+                   help="where bench_planning_freshness keeps that table")
     args = p.parse_args()
     table = by_month(args.data_dir, 1)
     if not (table / "_lakestats").exists():
@@ -197,7 +205,43 @@ def main() -> None:
     print(f"\n   time: source {source:.2f} s = {source / plain:.2f}x spark.read.parquet, "
           f"{source / read:.2f}x spark_bridge.read; spark.read.parquet with the rule on "
           f"{rule / plain:.2f}x without")
+    if args.files:
+        at_scale(spark, args.files, args.scale_dir, args.repeat, reads)
     spark.stop()
+
+
+def at_scale(spark, n: int, data: Path, repeat: int, reads: Reads) -> None:
+    """The four queries of bench_planning_freshness on its table of `n` small files (Hive
+    directories), end to end: the source (planning lists the table and prunes each time)
+    beside spark.read.parquet (which lists once, when the DataFrame is made, and reads every
+    file's footer)."""
+    from bench_planning_freshness import build, queries
+
+    from lakestats import spark_bridge
+    table = str(build(data, n))
+    print(f"\n3. {n:,} files of 100 rows (bench_planning_freshness' table): files read / "
+          "seconds, end to end")
+    plain = spark.read.parquet(table)
+    for name, where, limit, order in queries(n):
+        def frame(df, where=where, limit=limit, order=order):
+            if where:
+                df = df.where(where)
+            if order:
+                column, direction = order.split()
+                df = df.orderBy(getattr(df[column], direction.lower())())
+            return df.limit(limit) if limit else df
+        ways = {"source": lambda: frame(spark.read.format("lakestats").load(table)),
+                "spark.read.parquet": lambda: frame(plain)}
+        timed = interleaved({k: lambda f=f: f().collect() for k, f in ways.items()}, repeat)
+        files = {k: reads.measure(f())[0] for k, f in ways.items()}
+        kept = len(spark_bridge.explain(ways["source"]())["kept"])
+        same = "same rows" if len({repr(sorted(map(repr, a))) for _, a in timed.values()}) == 1 \
+            else "ROWS DIFFER"
+        print(f"   {name:<30} source {kept:5d} files / {timed['source'][0]:5.2f} s   "
+              f"spark.read.parquet {files['spark.read.parquet']:5d} files / "
+              f"{timed['spark.read.parquet'][0]:5.2f} s   "
+              f"{timed['source'][0] / timed['spark.read.parquet'][0]:.2f}x  "
+              f"{same if not limit or order else ''}", flush=True)
 
 
 if __name__ == "__main__":

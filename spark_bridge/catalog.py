@@ -50,11 +50,14 @@ def check_fresh(table_uri: str, stats: StatisticsReader) -> None:
                               "run lakestats compute, or pass allow_stale=True")
 
 
-def _same_location(catalog_location: str, table_uri: str) -> bool:
-    def norm(uri: str) -> str:
-        uri = re.sub(r"^file:(//)?", "", uri).replace("s3a://", "s3://").replace("s3n://", "s3://")
-        return uri.rstrip("/")
-    return norm(catalog_location) == norm(table_uri)
+def lakestats_uri(location: str) -> str:
+    """A location as Spark names it (file:/..., s3a://...) as lakestats names the table."""
+    uri = re.sub(r"^file:(//)?", "", location).replace("s3a://", "s3://").replace("s3n://", "s3://")
+    return uri.rstrip("/")
+
+
+def _same_location(catalog_location: str, uri: str) -> bool:
+    return lakestats_uri(catalog_location) == lakestats_uri(uri)
 
 
 def apply_statistics(spark, table: str, table_uri: str, *, stats_root: str | None = None,

@@ -70,7 +70,7 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
                               next(iter(snapshot.files), None))
     if table.is_s3 and not has_s3a(spark):
         return _through_arrow(spark, table, [DataFile(rel, 0, "") for rel in kept])
-    uri = table.uri.replace("s3://", "s3a://", 1)
+    uri = spark_uri(table)
     if every:
         return spark.read.parquet(uri)
     if not kept:
@@ -84,6 +84,11 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
         return reader.parquet(*[f"{uri}/{p}" for p in kept])
     finally:
         spark.conf.set(threshold, saved)
+
+
+def spark_uri(table: Store) -> str:
+    """The table as Spark's filesystems name it (S3 through S3A)."""
+    return table.uri.replace("s3://", "s3a://", 1) if table.is_s3 else f"file:{table.root}"
 
 
 def session_time_zone(spark) -> str:

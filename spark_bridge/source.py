@@ -16,7 +16,6 @@ optimizer, read again when a new version is published. Options: `stats_root`.
 from __future__ import annotations
 
 import json
-import re
 import threading
 
 from lakestats.core.errors import StatisticsMissing, UsageError
@@ -28,11 +27,11 @@ from lakestats.pruning import PruneResult
 from lakestats.pruning import prune as prune_files
 from lakestats.pruning.freshness import freshness
 from lakestats.pruning.predicate import PredicateError, parse
-from lakestats.spark_bridge.catalog import spark_statistics
+from lakestats.spark_bridge.catalog import lakestats_uri, spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
 from lakestats.spark_bridge.native import (FIELD_IDS, needs_field_ids, partition_texts,
                                            spark_schemas)
-from lakestats.spark_bridge.read import has_s3a
+from lakestats.spark_bridge.read import has_s3a, spark_uri
 
 ENTRY = "org.apache.spark.sql.lakestats.Lakestats"
 
@@ -81,8 +80,8 @@ def register_table(spark, name: str, table_uri: str, *, stats_root: str | None =
 def explain(df) -> dict | list[dict]:
     """What the source plans for the DataFrame's scan through it: {"kept", "skipped",
     "unknown", "fully_matching", "pushed", "not_pushed", "limit", "order_by", "version"}
-    (relative paths;
-    `kept` includes `unknown`). A list of them when the DataFrame scans several times."""
+    (relative paths; `kept` includes `unknown`). A list of them when the DataFrame scans
+    several times."""
     jvm = df.sparkSession._jvm
     plans = json.loads(getattr(jvm, ENTRY).explain(df._jdf))
     if not plans:
@@ -121,8 +120,7 @@ class Planner:
         where = " AND ".join(f"({p})" for p in pushed) or None
         result = _prune(uri, json.loads(options).get("stats_root"), where, limit, order,
                         time_zone)
-        now = result.freshness.now if result.freshness else {}
-        table = Store(uri)
+        now, table = result.freshness.now, Store(uri)
         if table.is_s3 and not has_s3a(self.spark):
             raise UsageError(f"{uri}: the lakestats source reads S3 through Spark's S3A "
                              "filesystem, which this session lacks (hadoop-aws); "
@@ -135,17 +133,19 @@ class Planner:
         values = partition_texts(uri, snapshot, result.kept) if snapshot else {}
         files = [[rel, now[rel].size, (now[rel].modified_ns or 0) // 1_000_000,
                   values.get(rel, [])] for rel in result.kept]
-        return {"root": _hadoop_uri(table), "format": result.freshness.form, "files": files,
+        return {"root": spark_uri(table), "format": result.freshness.form, "files": files,
                 "pushed": pushed, "not_pushed": not_pushed, "limit": limit,
                 "order_by": order} | result.as_json(), snapshot
 
     def covers(self, path: str) -> str:
-        uri = re.sub(r"^file:(//)?", "", path).replace("s3a://", "s3://", 1)
+        """A plain directory's statistics only: a table format's directory read as plain
+        Parquet holds files its snapshot does not, whose rows the user asked for."""
+        uri = lakestats_uri(path)
         try:
-            StatisticsReader(Layout.of_table(uri).uri)
+            form = StatisticsReader(Layout.of_table(uri).uri).manifest.format
         except StatisticsMissing:
-            uri = None
-        return json.dumps({"uri": uri})
+            form = None
+        return json.dumps({"uri": uri if form == "parquet" else None})
 
     def statistics(self, uri: str, options: str, fields: str) -> str:
         try:
@@ -184,10 +184,6 @@ def _readable(pushed: list[str], not_pushed: list[str]) -> tuple[list[str], list
         except PredicateError:
             not_pushed = not_pushed + [conjunct]
     return ok, not_pushed
-
-
-def _hadoop_uri(table: Store) -> str:
-    return table.uri.replace("s3://", "s3a://", 1) if table.is_s3 else f"file:{table.root}"
 
 
 def _sql_text(value: str) -> str:

@@ -344,3 +344,24 @@ def test_plain_parquet_reads_prune_when_the_rule_is_on(spark, lake, tmp_path, ru
         spark.conf.set("spark.lakestats.parquet.enabled", "false")
     with pytest.raises(ValueError, match="no table through the lakestats source"):
         spark_bridge.explain(spark.read.parquet(lake).where(predicate))
+
+
+def test_install_on_a_session_without_the_source_says_what_is_missing(spark, tmp_path):
+    """A second driver, its session started without configure: install names what is missing
+    in one line."""
+    import subprocess
+    import sys
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "from lakestats import spark_bridge\n"
+        "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false')"
+        ".getOrCreate()\n"
+        "try:\n"
+        "    spark_bridge.install(spark)\n"
+        "except RuntimeError as e:\n"
+        "    print('REFUSED', e)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("REFUSED"))
+    assert "spark_bridge.configure(SparkSession.builder)" in line, done.stderr[-2000:]
