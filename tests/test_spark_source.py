@@ -41,6 +41,7 @@ SUITE = [
     ("x = double('NaN')", None),
     ("dec > 5000.125", None),
     ("b AND k < 2000", None),
+    ("`é x``` = 25", None),
     ("region = 'r1'", None),
     ("region = 'r0' AND k > 6000", None),
     ("(k < 500 OR s = 'v7_3') AND region = 'r1'", None),
@@ -79,6 +80,7 @@ def month(m: int) -> pa.Table:
         "x": pa.array(x, mask=(i % 50 == 1) if m == 4 else None),
         "dec": pa.array([decimal.Decimal(int(m * 1000 + j)) / 8 for j in i], pa.decimal128(12, 3)),
         "b": pa.array(i % 3 == 0),
+        "é x`": pa.array(m * 10 + i % 10, pa.int32()),      # a name to be quoted
     })
 
 
