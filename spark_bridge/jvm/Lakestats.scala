@@ -236,12 +236,8 @@ object SparkSql {
     case s: Subtract => binary("-", s.left, s.right)
     case m: Multiply => binary("*", m.left, m.right)
     case UnaryMinus(a, _) => of(a).map(x => s"(- $x)")
-    case c: Cast if isNumeric(c.child.dataType) && isNumeric(c.dataType) =>
-      of(c.child).map(x => s"CAST($x AS ${c.dataType.sql})")
     case _ => None
   }
-
-  private def isNumeric(t: DataType): Boolean = t.isInstanceOf[NumericType]
 
   private def binary(op: String, a: Expression, b: Expression): Option[String] =
     for (x <- of(a); y <- of(b)) yield s"($x $op $y)"
