@@ -94,9 +94,17 @@ def _native(file: DataFile) -> tuple[dict, str | None]:
 
 def _identity(file: DataFile, name: str, value) -> bool:
     """Is `value` the file's identity-partition value of `name`? (Iceberg names a partition
-    field like a column only when it is that column's identity.)"""
+    field like a column only when it is that column's identity; it keeps a date as days and a
+    timestamp as microseconds since the epoch.)"""
     held = file.partition_values
-    return name in held and held[name] == (None if value is None else str(value))
+    if name not in held or value is None or held[name] is None:
+        return name in held and value is None and held[name] is None
+    if isinstance(value, dt.datetime):
+        epoch = dt.datetime(1970, 1, 1, tzinfo=value.tzinfo and dt.timezone.utc)
+        value = (value - epoch) // dt.timedelta(microseconds=1)
+    elif isinstance(value, dt.date):
+        value = (value - dt.date(1970, 1, 1)).days
+    return held[name] == str(value)
 
 
 def _spec(reading: tuple[str, ...]) -> dict:
