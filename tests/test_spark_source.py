@@ -307,3 +307,13 @@ def test_install_on_a_session_without_the_source_says_what_is_missing(spark, tmp
                           timeout=300)
     line = next(x for x in done.stdout.splitlines() if x.startswith("REFUSED"))
     assert "spark_bridge.configure(SparkSession.builder)" in line, done.stderr[-2000:]
+
+
+def test_a_table_without_statistics_is_read_whole(spark, tmp_path):
+    for m in range(2):
+        write(tmp_path / "bare" / f"part-{m}.parquet", month(m))
+    df = spark.read.format("lakestats").load(str(tmp_path / "bare")).where("k = 5")
+    assert df.count() == 1
+    planned = spark_bridge.explain(df)
+    assert planned["unknown"] == planned["kept"] == ["part-0.parquet", "part-1.parquet"]
+    assert planned["version"] is None
