@@ -57,9 +57,12 @@ def _build(jar: Path, spark_jars: Path) -> None:
             raise RuntimeError(f"compiling {SOURCE.name} against {spark_jars} failed:\n"
                                f"{done.stdout}{done.stderr}")
         partial = jar.with_suffix(f".{os.getpid()}.part")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr("META-INF/services/org.apache.spark.sql.sources.DataSourceRegister",
-                       SOURCE_CLASS + "\n")
-            for path in sorted(Path(out).rglob("*.class")):
-                z.write(path, path.relative_to(out).as_posix())
-        os.replace(partial, jar)      # whole or absent, when two processes build at once
+        try:
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
+                z.writestr("META-INF/services/org.apache.spark.sql.sources.DataSourceRegister",
+                           SOURCE_CLASS + "\n")
+                for path in sorted(Path(out).rglob("*.class")):
+                    z.write(path, path.relative_to(out).as_posix())
+            os.replace(partial, jar)      # whole or absent, when two processes build at once
+        finally:
+            partial.unlink(missing_ok=True)

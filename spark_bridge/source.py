@@ -117,14 +117,15 @@ class Planner:
         # LIMIT may skip a file only when what lakestats read is the whole filter
         limit = None if limit < 0 or not_pushed else limit
         order = order if limit is not None and order else None
-        where = " AND ".join(f"({p})" for p in pushed) or None
-        result = _prune(uri, json.loads(options).get("stats_root"), where, limit, order,
-                        time_zone)
-        now, table = result.freshness.now, Store(uri)
-        if table.is_s3 and not has_s3a(self.spark):
+        table = Store(uri)
+        if table.is_s3 and not has_s3a(self.spark):     # before any work is done for it
             raise UsageError(f"{uri}: the lakestats source reads S3 through Spark's S3A "
                              "filesystem, which this session lacks (hadoop-aws); "
                              "spark_bridge.read reads it through Arrow")
+        where = " AND ".join(f"({p})" for p in pushed) or None
+        result = _prune(uri, json.loads(options).get("stats_root"), where, limit, order,
+                        time_zone)
+        now = result.freshness.now
         snapshot = result.freshness.snapshot
         if snapshot and needs_field_ids(snapshot) and \
                 self.spark.conf.get(FIELD_IDS, "false") != "true":
@@ -141,16 +142,12 @@ class Planner:
         """A plain directory's statistics only: a table format's directory read as plain
         Parquet holds files its snapshot does not, whose rows the user asked for."""
         uri = lakestats_uri(path)
-        try:
-            form = StatisticsReader(Layout.of_table(uri).uri).manifest.format
-        except StatisticsMissing:
-            form = None
-        return json.dumps({"uri": uri if form == "parquet" else None})
+        stats = _published(uri, None)
+        return json.dumps({"uri": uri if stats and stats.manifest.format == "parquet" else None})
 
     def statistics(self, uri: str, options: str, fields: str) -> str:
-        try:
-            stats = StatisticsReader(Layout.of_table(uri, json.loads(options).get("stats_root")).uri)
-        except StatisticsMissing:
+        stats = _published(uri, json.loads(options).get("stats_root"))
+        if stats is None:
             return json.dumps({"version": None})
         key = (uri, options, stats.version, fields)
         with self._lock:
@@ -166,12 +163,19 @@ class Planner:
 def _prune(uri: str, stats_root: str | None, where: str | None, limit: int | None,
            order_by: str | None, time_zone: str) -> PruneResult:
     """pruning.prune; a table without statistics has every file unknown, so every one read."""
-    try:
-        stats = StatisticsReader(Layout.of_table(uri, stats_root).uri)
-    except StatisticsMissing:
+    stats = _published(uri, stats_root)
+    if stats is None:
         now = freshness(uri, None, {})
         return PruneResult(kept=list(now.unknown), unknown=list(now.unknown), freshness=now)
     return prune_files(stats, where, limit, order_by, table_uri=uri, time_zone=time_zone)
+
+
+def _published(uri: str, stats_root: str | None) -> StatisticsReader | None:
+    """The table's published statistics, None when it has none."""
+    try:
+        return StatisticsReader(Layout.of_table(uri, stats_root).uri)
+    except StatisticsMissing:
+        return None
 
 
 def _readable(pushed: list[str], not_pushed: list[str]) -> tuple[list[str], list[str]]:

@@ -59,14 +59,17 @@ object Lakestats {
   /** Called by spark_bridge.install: the Python side that answers. */
   def install(p: Planner): Unit = planner = p
 
-  def answer(call: Planner => String): JsonNode = {
+  /** The installed planner's answer, as the JSON text it returned. */
+  def ask(call: Planner => String): String = {
     val p = planner
     if (p == null) {
       throw new IllegalStateException(
         "lakestats: no planner in this JVM: call spark_bridge.install(spark) first")
     }
-    json.readTree(call(p))
+    call(p)
   }
+
+  def answer(call: Planner => String): JsonNode = json.readTree(ask(call))
 
   def toJson(value: Any): String = json.writeValueAsString(value)
 
@@ -195,7 +198,7 @@ class LakestatsFileIndex(spark: SparkSession, val uri: String, val options: Map[
   }
 
   /** The planner's answer for these filters, as JSON text. */
-  def plan(filters: Seq[Expression]): String = Lakestats.toJson(Lakestats.answer(planCall(filters)))
+  def plan(filters: Seq[Expression]): String = Lakestats.ask(planCall(filters))
 
   private def planCall(filters: Seq[Expression]): Planner => String = {
     val rendered = filters.flatMap(splitConjunctivePredicates).map(f => f -> SparkSql.of(f))
