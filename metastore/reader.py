@@ -5,18 +5,16 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakestats.core import quantiles, schema
+from lakestats.core import quantiles
 from lakestats.core import types as ty
 from lakestats.core.errors import StatisticsMissing
-from lakestats.metastore import files, histograms, index, value_index
-from lakestats.metastore.layout import (FREQUENCIES, HISTOGRAMS, INDEX, RANKS, STATISTICS,
-                                        Layout)
+from lakestats.metastore import files, histograms, index, ranks, value_index
+from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, INDEX, STATISTICS, Layout
 from lakestats.metastore.manifest import (Manifest, published_manifest, read_manifest,
                                           snapshot_version)
 from lakestats.metastore.store import DataFile, Store
@@ -312,79 +310,31 @@ class StatisticsReader:
                      for t in batches()), rows, self.schema().field(column).type, qs)
 
     def _ranks(self) -> pq.ParquetFile | None:
-        """The version's ranks.parquet, None if it has none. Ranks come after their version's
-        publication: a file counts only once the manifest records it, and only at the size
-        recorded (one being written, or truncated, does not)."""
-        recorded = self.manifest.files.get(RANKS)
-        if recorded is None:
-            return None
-        try:
-            f = self.version_dir().open_input(RANKS)
-        except FileNotFoundError:
-            return None
-        if f.size() != recorded:     # written again since this manifest was read?
-            recorded = read_manifest(self.layout, self.version).files.get(RANKS)
-        return pq.ParquetFile(f, page_checksum_verification=True) \
-            if f.size() == recorded else None
+        return ranks.open_ranks(self.version_dir(), self.manifest,
+                                lambda: read_manifest(self.layout, self.version))
 
     def ranked_columns(self) -> list[str]:
         """Columns of the version's ranks.parquet (none if it has no ranks)."""
-        return _ranked_columns(self._ranks())
+        return ranks.ranked_columns(self._ranks())
 
     def _require_ranks(self, column: str) -> pq.ParquetFile:
-        ranks = self._ranks()
-        if column not in _ranked_columns(ranks):
+        found = self._ranks()
+        if column not in ranks.ranked_columns(found):
             raise StatisticsNotFound(f"column {column!r} has no ranks in version {self.version} "
                                      "(lakestats compute --ranks, or quantiles --exact)")
-        return ranks
+        return found
 
     def exact_quantiles(self, column: str, qs: list[float]) -> list[str | None]:
-        """percentile_disc over the non-null values (NaN after +inf) from ranks.parquet, one
-        row group each, chosen from the row groups' statistics."""
-        parquet = self._require_ranks(column)
+        """percentile_disc over the non-null values (NaN after +inf) from ranks.parquet."""
         row = self._row(column)
-        n = row["row_count"] - row["null_count"]
-        names = parquet.schema_arrow.names
-        groups = []                               # (row group, first rank, last position)
-        for i in range(parquet.metadata.num_row_groups):
-            group = parquet.metadata.row_group(i)
-            stats = {k: group.column(names.index(k)).statistics for k in ("column", "rank", "last")}
-            if stats["column"].min == column == stats["column"].max:
-                groups.append((i, stats["rank"].min, stats["last"].max))
-        out = []
-        for q in qs:
-            at = quantiles.position(q, n)
-            hit = next((i for i, first, last in groups if first <= at <= last), None)
-            if n == 0 or hit is None:
-                out.append(None)
-                continue
-            rows = parquet.read_row_group(hit, columns=["value", "rank", "last"])
-            holds = pc.and_(pc.less_equal(rows["rank"], at), pc.greater_equal(rows["last"], at))
-            out.append(rows.filter(holds)["value"][0].as_py())
-        return out
+        return ranks.exact_quantiles(self._require_ranks(column), column,
+                                     row["row_count"] - row["null_count"], qs)
 
     def rank(self, column: str, value: str) -> dict:
         """How many non-null values are smaller than `value` (canonical text), and its count."""
         self._require_ranks(column)
         arrow_type = self.schema().field(column).type
-        rows = self.version_dir().read_parquet(RANKS, columns=["value", "rank", "count"],
-                                               filters=pc.field("column") == column)
-        typed = ty.from_text(rows["value"].to_pylist(), arrow_type)
-        probe = self.typed(value, arrow_type)
-        texts = rows["value"].to_pylist()
-        canonical = ty.scalar_text(probe)
-        if canonical in texts:
-            i = texts.index(canonical)
-            return {"column": column, "value": canonical, "smaller": rows["rank"][i].as_py() - 1,
-                    "count": rows["count"][i].as_py()}
-        less = pc.fill_null(pc.less(typed, probe), False).to_numpy(zero_copy_only=False)
-        smaller = int(rows["count"].to_numpy()[less].sum())
-        return {"column": column, "value": canonical, "smaller": smaller, "count": 0}
-
-
-def _ranked_columns(ranks: pq.ParquetFile | None) -> list[str]:
-    meta = (ranks.schema_arrow.metadata or {}) if ranks else {}
-    return json.loads(meta.get(schema.RANKED_COLUMNS_KEY, b"[]"))
+        return ranks.rank(self.version_dir(), column, arrow_type, self.typed(value, arrow_type))
 
 
 def _rows_of(table: pa.Table, columns: list[str] | None) -> pa.Table:
