@@ -105,7 +105,7 @@ def open_snapshot(table_uri: str, selection: Selection = Selection()) -> Snapsho
             raise FormatError(f"{table.uri}: a plain directory of Parquet files has no "
                               "snapshots (--format iceberg, delta or hudi)")
         from lakestats.formats import hive
-        return Snapshot("parquet", None, hive.with_columns(table.list_files()))
+        return Snapshot("parquet", None, hive.listed(table.list_entries()))
     module = importlib.import_module(f"{__name__}.{name}")
     try:
         return module.snapshot(table, selection)

@@ -12,13 +12,14 @@ value parses as it, as a compute would.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Iterable
 
 import pyarrow as pa
 
 from lakestats.formats import with_table_columns
-from lakestats.metastore.store import DataFile
+from lakestats.metastore.store import DataFile, directory_values
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 INT32 = (-2**31, 2**31 - 1)
@@ -64,20 +65,38 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
     for f, place in zip(files, places):
         if place not in own:
             own[place] = f.partition_values
+    readings = _readings(own, known)
+    if readings is None:
+        return files
+    return [DataFile(f.rel_path, f.size, f.etag, f.partition, readings[place], f.modified_ns)
+            if readings[place] else f for f, place in zip(files, places)]
+
+
+def listed(entries: list[tuple[str, int, str, int | None]]) -> list[DataFile]:
+    """A plain directory's listing (Store.list_entries) as DataFiles typed as with_columns
+    types them, each made once."""
+    directories = [e[0].rpartition("/")[0] for e in entries]
+    readings = _readings({d: dict(directory_values(d)) for d in set(directories)}) or {}
+    return [DataFile(path, size, etag, None, readings.get(d, ()), modified)
+            for (path, size, etag, modified), d in zip(entries, directories)]
+
+
+def _readings(own: dict, known: pa.Schema | None = None) -> dict | None:
+    """How the files of each place (with these directory values) are read; None when no
+    place has any."""
     values: dict[str, set] = {}
     for found in own.values():
         for k, v in found.items():
             values.setdefault(k, set()).add(v)
     if not values:
-        return files
+        return None
     types = {k: infer(vs) for k, vs in values.items()}
     if known is not None:
         for k, vs in values.items():
             if k in known.names and infer_as(vs, known.field(k).type):
                 types[k] = known.field(k).type
-    readings = {place: _reading(found, types) for place, found in own.items()}
-    return [DataFile(f.rel_path, f.size, f.etag, f.partition, readings[place], f.modified_ns)
-            if readings[place] else f for f, place in zip(files, places)]
+    return {place: _reading(tuple(found.items()), tuple(types[k] for k in found))
+            for place, found in own.items()}
 
 
 def infer_as(values: Iterable[str | None], t: pa.DataType) -> bool:
@@ -90,9 +109,12 @@ def infer_as(values: Iterable[str | None], t: pa.DataType) -> bool:
         return False
 
 
-def _reading(own: dict[str, str | None], types: dict[str, pa.DataType]) -> tuple[str, ...]:
-    """How a file with these directory values is read: with them as typed columns."""
+@functools.lru_cache(maxsize=1 << 12)    # a table's directories, planned again and again
+def _reading(own: tuple[tuple[str, str | None], ...], types: tuple[pa.DataType, ...]
+             ) -> tuple[str, ...]:
+    """How a file with these directory values (of these types) is read: with them as typed
+    columns."""
     if not own:
         return ()
     return with_table_columns((), constants=pa.table({
-        k: pa.array([parse(v, types[k])], types[k]) for k, v in own.items()}))
+        k: pa.array([parse(v, t)], t) for (k, v), t in zip(own, types)}))

@@ -148,6 +148,22 @@ def names(table_schema: pa.Schema, columns: list[str] | None = None,
 ENTRY = ["path", "etag", "fingerprint", "partition_values", "row_count", "size"]   # JSON order
 
 
+def fields(index_schema: pa.Schema, names: list[str], leave_out: tuple[str, ...]) -> list[str]:
+    """`names` with each column's statistics spelt out, but those in `leave_out` (Parquet
+    reads a struct's fields alone)."""
+    if not leave_out:
+        return names
+    structs = {f.name: f.type for f in index_schema if pa.types.is_struct(f.type)}
+    return [n for name in names for n in ([f"{name}.{f.name}" for f in structs[name]
+                                           if f.name not in leave_out]
+                                          if name in structs else [name])]
+
+
+def statistic(struct: pa.StructArray, name: str) -> pa.Array:
+    """A column's statistic over the partitions, null where a partition lacks the column."""
+    return pc.if_else(struct.is_valid(), pc.struct_field(struct, name), None)
+
+
 def entries(index: pa.Table) -> dict[str, dict]:
     """path -> size, etag, fingerprint, partition_values, row_count: what a version holds."""
     rows = index.select(ENTRY).to_pylist()

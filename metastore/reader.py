@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakestats.core import quantiles
+from lakestats.core import quantiles, schema
 from lakestats.core import types as ty
 from lakestats.core.errors import StatisticsMissing
 from lakestats.metastore import files, histograms, index, ranks, value_index
@@ -58,11 +58,21 @@ class StatisticsReader:
         return cls(stats_root, version)
 
     def partition_index(self, columns: list[str] | None = None,
-                        base: list[str] | None = None) -> pa.Table:
+                        base: list[str] | None = None, leave_out: tuple[str, ...] = ()
+                        ) -> pa.Table:
         """The version's partition index (metastore.index): base fields (all, or `base`) and
-        the statistics of `columns` (all, or none with an empty list)."""
-        return self._open(self.version_dir(), INDEX).read(
-            columns=index.names(self.schema(), columns, base))
+        the statistics of `columns` (all, or none with an empty list), but those named in
+        `leave_out` (a column's `values` lists are most of the index)."""
+        parquet = self._open(self.version_dir(), INDEX)
+        return parquet.read(columns=index.fields(parquet.schema_arrow, index.names(
+            self.schema(), columns, base), leave_out))
+
+    def index_statistic(self, column: str, statistic: str) -> pa.Array:
+        """One statistic of `column` over the index's partitions (null where a partition
+        lacks the column)."""
+        name = schema.index_column_name(self.schema().get_field_index(column))
+        read = self._open(self.version_dir(), INDEX).read(columns=[f"{name}.{statistic}"])
+        return index.statistic(read[name].combine_chunks(), statistic)
 
     def partition_dir(self, partition: str | None = None) -> Store:
         """Where a partition's statistics files live; the version's own without a partition."""

@@ -10,7 +10,6 @@ import contextlib
 import datetime as dt
 import functools
 import hashlib
-import operator
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ class _computed_once:
         return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class DataFile:
     rel_path: str      # path relative to the table root, '/'-separated
     size: int
@@ -56,6 +55,14 @@ class DataFile:
     # when it was last written, ns since the epoch (a local file's mtime, an S3 object's
     # LastModified); None where the listing does not say (a table format's snapshot)
     modified_ns: int | None = field(default=None, compare=False)
+
+    def __init__(self, rel_path: str, size: int, etag: str,
+                 partition: tuple[tuple[str, str | None], ...] | None = None,
+                 reading: tuple[str, ...] = (), modified_ns: int | None = None):
+        # frozen dataclasses set each field through object.__setattr__: twice as slow, and a
+        # plan makes one of these per file of the table
+        self.__dict__.update(rel_path=rel_path, size=size, etag=etag, partition=partition,
+                             reading=reading, modified_ns=modified_ns)
 
     @_computed_once
     def fingerprint(self) -> str:
@@ -72,7 +79,7 @@ class DataFile:
         -> {year: 2024, m: 1} (one dict, not to be changed)."""
         if self.partition is not None:
             return dict(self.partition)
-        return dict(_directory_values(self.rel_path.rpartition("/")[0]))
+        return dict(directory_values(self.rel_path.rpartition("/")[0]))
 
 
 @functools.lru_cache(maxsize=1 << 12)      # files of a directory or a snapshot share it
@@ -82,7 +89,8 @@ def _reading_bytes(reading: tuple[str, ...]) -> bytes:
 
 
 @functools.lru_cache(maxsize=1 << 16)      # files of one directory share its values
-def _directory_values(directory: str) -> tuple[tuple[str, str], ...]:
+def directory_values(directory: str) -> tuple[tuple[str, str], ...]:
+    """Hive-style values of a directory: a/year=2024/m=1 -> (("year", "2024"), ("m", "1"))."""
     return tuple((k, unquote(v)) for k, _, v in (p.partition("=") for p in directory.split("/")
                                                   if "=" in p))
 
@@ -127,30 +135,37 @@ class Store:
         """Every file below the root, hidden ones (any part starting with _ or .) excluded.
         Hidden directories are not even listed (on S3, the top-level ones): the statistics
         usually live in one (`_lakestats/`), with several files per partition."""
+        return [DataFile(path, size, etag, None, (), modified)
+                for path, size, etag, modified in self.list_entries()]
+
+    def list_entries(self) -> list[tuple[str, int, str, int | None]]:
+        """list_files' files as (rel_path, size, etag, modified_ns), in path order: for a
+        caller that makes DataFiles of its own of them."""
         try:
-            files = [f for f in self._list_s3() if not is_hidden(f.rel_path)] if self.is_s3 \
+            found = [e for e in self._list_s3() if not is_hidden(e[0])] if self.is_s3 \
                 else self._list_local(self.root, "", [])
         except Exception as e:  # Arrow's and botocore's errors carry the reason in their text
             raise StoreError(f"{self.uri}: cannot list the table ({e})") from e
-        files.sort(key=operator.attrgetter("rel_path"))
-        return files
+        found.sort()
+        return found
 
-    def _list_local(self, directory: str, prefix: str, out: list[DataFile]) -> list[DataFile]:
+    def _list_local(self, directory: str, prefix: str, out: list[tuple]) -> list[tuple]:
         """The files below `directory`, hidden ones not even entered; symbolic links are
         followed, as Arrow's listing follows them."""
         with os.scandir(directory) as entries:
             for entry in entries:
-                if entry.name.startswith(("_", ".")):
+                name = entry.name
+                if name[0] in "_.":
                     continue
                 if entry.is_dir():
-                    self._list_local(entry.path, f"{prefix}{entry.name}/", out)
+                    self._list_local(entry.path, f"{prefix}{name}/", out)
                 elif entry.is_file():
                     stat = entry.stat()
-                    out.append(DataFile(prefix + entry.name, stat.st_size, str(stat.st_mtime_ns),
-                                        modified_ns=stat.st_mtime_ns))
+                    mtime = stat.st_mtime_ns
+                    out.append((prefix + name, stat.st_size, str(mtime), mtime))
         return out
 
-    def _list_s3(self) -> list[DataFile]:
+    def _list_s3(self) -> list[tuple]:
         """One flat listing (1,000 keys a request); a hidden top-level directory is jumped
         over with one more request instead of paged through."""
         paginator = s3.s3_client().get_paginator("list_objects_v2")
@@ -169,9 +184,8 @@ class Store:
                         break
                     continue
                 if not obj["Key"].endswith("/"):
-                    out.append(DataFile(obj["Key"][len(prefix):], obj["Size"],
-                                        obj["ETag"].strip('"'),
-                                        modified_ns=_ns(obj.get("LastModified"))))
+                    out.append((obj["Key"][len(prefix):], obj["Size"], obj["ETag"].strip('"'),
+                                _ns(obj.get("LastModified"))))
         return out
 
     def list_dirs(self) -> list[str]:

@@ -166,8 +166,11 @@ def lookup(chain: list[Layer], column: str, values: list[str] | None = None) -> 
         if layer.name is None:
             return ENTRIES.empty_table()             # a version that only removed files
         return entries(read(layer.file, column, values), lambda: layer.paths)
-    with ThreadPoolExecutor(16) as pool:
-        found = list(pool.map(rows, chain))
+    if len(chain) == 1:
+        found = [rows(chain[0])]
+    else:
+        with ThreadPoolExecutor(16) as pool:
+            found = list(pool.map(rows, chain))
     out = ENTRIES.empty_table()
     for layer, own in zip(chain, found):
         if layer.removed and out.num_rows:

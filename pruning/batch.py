@@ -20,6 +20,8 @@ from lakestats.pruning.predicate import StatsView, evaluate, in_envelope, value_
 from lakestats.pruning.ranges import (COMPARISONS, FLIPPED, MAYBE, NAN_LEFT, Flags, Range, aligned,
                                       aligned_already)
 
+# what a constant is evaluated against: no partition (a column in it is unknown)
+CONSTANTS = StatsView({}, 0, set())
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
 MemberAll = Callable[[str, list, np.ndarray], np.ndarray | None]
 
@@ -60,19 +62,21 @@ class Views:
     def views(self) -> list[StatsView]:
         return self._views
 
-    def first(self) -> StatsView:
-        """Any partition's view: what a constant is evaluated against."""
-        return self.views[0]
-
     def columns(self, name: str) -> ColumnRanges:
         return ColumnRanges.of(name, self.views)
 
 
 def evaluate_all(node: E.Expression, partitions: Views | list[StatsView],
                  member_all: MemberAll) -> list[Flags]:
+    return evaluate_arrays(node, partitions, member_all).flags()
+
+
+def evaluate_arrays(node: E.Expression, partitions: Views | list[StatsView],
+                    member_all: MemberAll) -> FlagArrays:
+    """evaluate_all's answers as three arrays over the partitions."""
     if not isinstance(partitions, Views):
         partitions = Views(partitions)
-    return _evaluate(node, partitions, member_all).flags()
+    return _evaluate(node, partitions, member_all)
 
 
 def _evaluate(node: E.Expression, views: Views, member_all: MemberAll) -> FlagArrays:
@@ -130,7 +134,7 @@ def _operands(left: E.Expression, right: E.Expression, op: type, views: Views
         left, right, op = right, left, FLIPPED[op]
     if not isinstance(left, E.Column) or right.find(E.Column) or not len(views):
         raise _Fallback
-    return views.columns(left.name), value_range(right, views.first()), op
+    return views.columns(left.name), value_range(right, CONSTANTS), op
 
 
 def compare_all(op: type, a: ColumnRanges, b: Range) -> FlagArrays:
@@ -185,7 +189,7 @@ def _comparison(node, views, member_all) -> FlagArrays:
 
 def _between(node, views, member_all) -> FlagArrays:
     a, low, _ = _operands(node.this, node.args["low"], E.GTE, views)
-    high = value_range(node.args["high"], views.first())
+    high = value_range(node.args["high"], CONSTANTS)
     if node.args["high"].find(E.Column):
         raise _Fallback
     above, below = compare_all(E.GTE, a, low), compare_all(E.LTE, a, high)
@@ -208,7 +212,7 @@ def _in(node, views, member_all) -> FlagArrays:
             or any(x.find(E.Column) for x in node.expressions) or not len(views):
         raise _Fallback
     a = views.columns(node.this.name)
-    items = [value_range(x, views.first()) for x in node.expressions]
+    items = [value_range(x, CONSTANTS) for x in node.expressions]
     if not all(i.known for i in items):
         return FlagArrays.of([MAYBE] * len(views))
     with_values = [i for i in items if i.values]

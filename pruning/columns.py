@@ -4,6 +4,7 @@ statistics as a row when one is asked for."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -15,8 +16,11 @@ from lakestats.pruning.batch import ColumnRanges
 # a column's rows are made one by one for the first views asked (at least this many, up to
 # an eighth of the partitions), then all at once
 ROWS_ONE_BY_ONE = 64
-ROW_FIELDS = ("row_count", "null_count", "nan_count", "distinct_count", "values")
+ROW_FIELDS = ("row_count", "null_count", "nan_count", "distinct_count")
 BLOOM_FIELDS = ("bloom_pack", "bloom_offset", "bloom_length")
+# most of the index's bytes, left out of a plan's read: value lists are read at the first
+# partition asked for its values; range sets are for join pruning (pruning.join_tables)
+NOT_READ_AHEAD = ("values", "range_set")
 
 
 @dataclass
@@ -26,18 +30,30 @@ class ColumnStats:
     struct: pa.StructArray
     low: list
     high: list
+    # the partitions' short value lists (None: too many values to keep), or how to read them
+    value_lists: pa.Array | Callable[[], pa.Array]
     _rows: list | None = None
     _asked: int = 0
 
     @classmethod
-    def of(cls, index: pa.Table, table_schema: pa.Schema, column: str) -> ColumnStats:
+    def of(cls, index: pa.Table, table_schema: pa.Schema, column: str,
+           read_values: Callable[[], pa.Array] | None = None) -> ColumnStats:
+        """From `index`, read whole or without NOT_READ_AHEAD (then `read_values` reads the
+        column's value lists)."""
         struct = index[statistics_schema.index_column_name(table_schema.get_field_index(
             column))].combine_chunks()
-        if "min" in [f.name for f in struct.type]:
+        fields = [f.name for f in struct.type]
+        if "min" in fields:
             low, high = bounds(pc.struct_field(struct, "min"), pc.struct_field(struct, "max"))
         else:
             low = high = [None] * len(struct)
-        return cls(struct, low, high)
+        return cls(struct, low, high, pc.struct_field(struct, "values")
+                   if "values" in fields or read_values is None else read_values)
+
+    def values(self) -> pa.Array:
+        if callable(self.value_lists):
+            self.value_lists = self.value_lists()
+        return self.value_lists
 
     def ranks(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Each partition's low and high bound (as the evaluator takes them: bounds()) as its
@@ -83,6 +99,7 @@ class ColumnStats:
         if not one.is_valid:
             return None
         row = {n: one[n].as_py() for n in ROW_FIELDS}
+        row["values"] = self.values()[i].as_py()
         row["bloom"] = tuple(one[n].as_py() for n in BLOOM_FIELDS) \
             if one["bloom_pack"].is_valid else None
         row["low"], row["high"] = self.low[i], self.high[i]
@@ -91,12 +108,14 @@ class ColumnStats:
     @property
     def rows(self) -> list[dict | None]:
         if self._rows is None:
-            self._rows = self._as_rows(self.struct, self.low, self.high)
+            self._rows = self._as_rows(self.struct, self.low, self.high, self.values())
         return self._rows
 
     @staticmethod
-    def _as_rows(struct: pa.StructArray, low: list, high: list) -> list[dict | None]:
-        rows = pa.table({n: pc.struct_field(struct, n) for n in ROW_FIELDS}).to_pylist()
+    def _as_rows(struct: pa.StructArray, low: list, high: list, values: pa.Array
+                 ) -> list[dict | None]:
+        rows = pa.table({**{n: pc.struct_field(struct, n) for n in ROW_FIELDS},
+                         "values": values}).to_pylist()
         pointers = pa.table({n: pc.struct_field(struct, n) for n in BLOOM_FIELDS}).to_pylist()
         for row, p, lo, hi in zip(rows, pointers, low, high):
             row["bloom"] = tuple(p.values()) if p["bloom_pack"] else None

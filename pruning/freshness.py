@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from lakestats.formats import Selection, Snapshot, detect, open_snapshot
 from lakestats.metastore.manifest import Manifest
 from lakestats.metastore.store import DataFile, Store
@@ -49,6 +51,12 @@ class Freshness:
     def described(self, path: str) -> bool:
         """Do the statistics of `path` describe the file as it is now?"""
         return path not in self.gone and path not in self._unknown
+
+    def described_all(self, paths: list[str]) -> np.ndarray:
+        """`described` of each path, as an array."""
+        if not (self.gone or self._unknown):
+            return np.ones(len(paths), bool)
+        return np.fromiter((self.described(p) for p in paths), bool, len(paths))
 
     def notice(self) -> str | None:
         """The one line a user is told, or None when the statistics are current."""

@@ -19,7 +19,9 @@ gone since are not read, files landed or rewritten since are `unknown` and alway
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,13 +33,12 @@ from lakestats.metastore import files
 from lakestats.metastore.histograms import histogram_bins
 from lakestats.metastore.layout import HISTOGRAMS
 from lakestats.metastore.reader import StatisticsReader
-from lakestats.pruning.batch import evaluate_all
+from lakestats.pruning.batch import evaluate_arrays
 from lakestats.pruning.freshness import Freshness, freshness
-from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, evaluate, parse
+from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, parse
 from lakestats.pruning.ranges import session_zone
 from lakestats.pruning.validate import unknown_column, validate
-from lakestats.pruning.views import (Candidate, candidates, hive_columns, of_candidates,
-                                     order_arrays)
+from lakestats.pruning.views import Candidate, Matching, Partitions, membership_of
 
 
 @dataclass
@@ -73,8 +74,22 @@ def prune(stats_root: str | StatisticsReader, where: str | None = None, limit: i
     """`stats_root`: the table's statistics root, or its statistics already open; `table_uri`:
     the table they describe (by default the one the version records); `time_zone`: the one
     timestamps without a zone are read in (Spark's session time zone; None: UTC)."""
-    with session_zone(time_zone):
+    with session_zone(time_zone), _collector_paused():
         return _prune(stats_root, where, limit, order_by, table_uri, assume_current)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """A plan makes a few objects per file of the table (listed, typed, fingerprinted), none
+    in a cycle, so reference counting frees them; Python's cycle collector would walk them
+    again and again as they are made (a fifth of a plan at 10,000 files)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | None,
@@ -86,30 +101,36 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     if limit is not None and limit < 0:
         raise PredicateError(f"limit {limit}: must be at least 0")
     wanted = (columns_of(node) if node else set()) | ({order[0]} if order else set())
-    parts, member_all = candidates(stats, wanted)
-    hive = hive_columns(parts) - set(schema.names)
+    partitions = Partitions.of(stats, wanted, None)
+    hive = partitions.hive_names - set(schema.names)
     if node is not None:
         validate(node, schema, hive)
     if order and order[0] not in schema.names and order[0] not in hive:
         raise PredicateError(unknown_column(order[0], schema.names + sorted(hive)))
+    paths = partitions.paths
     now = freshness(table_uri or stats.manifest.table, stats.manifest,
-                    {p.path: p.fingerprint for p in parts}, assume_current)
-    if node is not None:     # over every partition: member_all knows them by position
-        for p, flags in zip(parts, evaluate_all(node, of_candidates(parts), member_all)):
-            p.flags = flags
-    parts = [p for p in parts if now.described(p.path)]
-    result = PruneResult(fully_matching=[p.path for p in parts if p.flags.true and p.fully],
+                    dict(zip(paths, partitions.fingerprints)), assume_current)
+    described = now.described_all(paths)
+    may = fully = described
+    flags = None
+    if node is not None:    # over every partition: the membership test knows them by position
+        flags = evaluate_arrays(node, partitions, membership_of(partitions))
+        may = flags.true & described
+        fully = may & ~flags.false & ~flags.null
+    matching = Matching(partitions, may, flags)
+    result = PruneResult(fully_matching=[paths[i] for i in np.flatnonzero(fully).tolist()],
                          unknown=now.unknown, freshness=now)
-    may_match = [p for p in parts if p.flags.true]
     if order and limit is not None:
-        kept = _top_k(may_match, node, order, limit, stats, schema)
+        kept = _top_k(matching, node, order, limit, stats, schema)
     elif limit is not None:
-        kept = _limit(may_match, node, limit, stats, schema)
+        kept = _limit(matching, node, limit, stats, schema)
     else:
-        kept = may_match
-    result.kept = [p.path for p in kept] + now.unknown
+        kept = range(len(matching))
+    at = matching.at
+    result.kept = [paths[at[j]] for j in kept] + now.unknown
     held = set(result.kept)
-    result.skipped = [p.path for p in parts if p.path not in held]
+    result.skipped = [paths[i] for i in np.flatnonzero(described).tolist()
+                      if paths[i] not in held]
     return result
 
 
@@ -146,49 +167,42 @@ def _certain_rows(p: Candidate, node, stats: StatisticsReader, schema: pa.Schema
         cells = [(edges[2 * i], edges[2 * i + 1], b["count"]) for i, b in enumerate(bins)]
     else:
         return 0
-    certain = 0
+    if not cells:
+        return 0
+    views = []
     for low, high, count in cells:
         nan = isinstance(low, float) and low != low
-        one = StatsView({column: {"row_count": count, "null_count": 0, "nan_count": count * nan,
-                                  "low": None if nan else low, "high": None if nan else high}},
-                        count, {column})
-        flags = evaluate(node, one)
-        if not (flags.false or flags.null):
-            certain += count
-    return certain
+        views.append(StatsView({column: {"row_count": count, "null_count": 0,
+                                         "nan_count": count * nan, "low": None if nan else low,
+                                         "high": None if nan else high}}, count, {column}))
+    flags = evaluate_arrays(node, views, lambda *_: None)      # each cell as a partition
+    counts = np.array([count for _, _, count in cells], np.int64)
+    return int(counts[~(flags.false | flags.null)].sum())
 
 
 # -- LIMIT
 
 
-def _limit(candidates: list[Candidate], node, k: int, stats: StatisticsReader,
-           schema: pa.Schema) -> list[Candidate]:
+def _limit(m: Matching, node, k: int, stats: StatisticsReader, schema: pa.Schema) -> list[int]:
+    """The matching partitions (positions in `m`) to read for LIMIT k, in scan order."""
     if k == 0:
         return []
-    fully = sorted((p for p in candidates if p.fully and p.exact), key=lambda p: -p.rows)
-    chosen = _reaching(fully, [p.rows for p in fully], k)
-    if chosen is not None:
-        return chosen
+    whole = np.flatnonzero(m.fully & m.exact)
+    fully = whole[np.argsort(-m.rows[whole], kind="stable")].tolist()     # largest first
+    reached = np.cumsum(m.rows[fully])
+    if reached.size and reached[-1] >= k:
+        return fully[:int(np.searchsorted(reached, k)) + 1]
     # not enough: partially matching partitions' certain rows, in scan order, until k
-    total, certain = sum(p.rows for p in fully), []
-    partial = [p for p in candidates if not (p.fully and p.exact)]
-    for p in partial:
-        n = _certain_rows(p, node, stats, schema)
+    total, certain = int(reached[-1]) if reached.size else 0, []
+    partial = np.flatnonzero(~(m.fully & m.exact)).tolist()
+    for j in partial:
+        n = _certain_rows(m.candidate(j), node, stats, schema)
         if n:
-            certain.append(p)
+            certain.append(j)
             total += n
             if total >= k:
                 return fully + certain
     return fully + partial
-
-
-def _reaching(parts: list[Candidate], counts: list[int], k: int) -> list[Candidate] | None:
-    total = 0
-    for i, n in enumerate(counts):
-        total += n
-        if total >= k:
-            return parts[:i + 1]
-    return None
 
 
 # -- top-k
@@ -215,15 +229,19 @@ class _Key:
         return self._cmp(other) < 0
 
 
-def _top_k(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
-           stats: StatisticsReader, schema: pa.Schema) -> list[Candidate]:
+def _top_k(m: Matching, node, order: tuple[str, bool], k: int, stats: StatisticsReader,
+           schema: pa.Schema) -> list[int]:
+    """The matching partitions (positions in `m`) to read for ORDER BY ... LIMIT k, in scan
+    order."""
     column, descending = order
     if k == 0:
         return []
-    arrays = order_arrays(candidates, column)
+    arrays = m.order_arrays(column)
     if arrays is not None:
-        return _top_k_arrays(candidates, node, descending, k, stats, schema, arrays)
-    return _top_k_one_by_one(candidates, node, order, k, stats, schema)
+        return _top_k_arrays(m, node, descending, k, stats, schema, arrays)
+    candidates = m.candidates()
+    where = {id(p): j for j, p in enumerate(candidates)}
+    return [where[id(p)] for p in _top_k_one_by_one(candidates, node, order, k, stats, schema)]
 
 
 def _top_k_one_by_one(candidates: list[Candidate], node, order: tuple[str, bool], k: int,
@@ -272,13 +290,13 @@ def _top_k_one_by_one(candidates: list[Candidate], node, order: tuple[str, bool]
                                        _Desc(spans[p.path][0]) if spans[p.path][0] else 0))
 
 
-def _top_k_arrays(candidates: list[Candidate], node, descending: bool, k: int,
-                  stats: StatisticsReader, schema: pa.Schema, a: dict) -> list[Candidate]:
+def _top_k_arrays(m: Matching, node, descending: bool, k: int, stats: StatisticsReader,
+                  schema: pa.Schema, a: dict) -> list[int]:
     """_top_k over the partitions' arrays: bounds as ranks, which order as the bounds do
     (NaN above every number, one rank past them); "reached" keys grow the way the sort
     reaches rows (negated for ASC)."""
     if not a["held"].all() or (not descending and (a["nulls"] > 0).any()):
-        return candidates           # a partition without the column; or NULLS FIRST
+        return list(range(len(m)))  # a partition without the column; or NULLS FIRST
     nonnull = a["rows"] - a["nulls"]
     values, nan = nonnull - a["nan"] > 0, a["nan"] > 0
     some = values | nan                                   # a partition the sort reaches
@@ -287,13 +305,11 @@ def _top_k_arrays(candidates: list[Candidate], node, descending: bool, k: int,
     high = np.where(nan, nan_rank, a["high"])
     top, bottom = (high, low) if descending else (-low, -high)
     # guaranteed rows at or beyond each threshold, per contributing partition
-    exact = np.fromiter((p.exact for p in candidates), bool, len(candidates))
-    fully = np.fromiter((p.fully for p in candidates), bool, len(candidates))
-    whole = some & exact & fully
+    whole = some & m.exact & m.fully
     tops, bottoms, counts = [top[whole]], [bottom[whole]], [nonnull[whole]]
-    for i in np.flatnonzero(some & exact & ~fully).tolist():
-        certain = _certain_rows(candidates[i], node, stats, schema) - int(a["rows"][i]
-                                                                          - nonnull[i])
+    for i in np.flatnonzero(some & m.exact & ~m.fully).tolist():
+        certain = _certain_rows(m.candidate(i), node, stats, schema) - int(a["rows"][i]
+                                                                           - nonnull[i])
         if certain > 0:
             tops.append(bottom[i:i + 1])
             bottoms.append(bottom[i:i + 1])
@@ -311,11 +327,10 @@ def _top_k_arrays(candidates: list[Candidate], node, descending: bool, k: int,
         enough = np.flatnonzero(rows_beyond + reach >= k)
         if enough.size:
             boundary = thresholds[enough[0]]
-    kept = np.arange(len(candidates)) if boundary is None else \
-        np.flatnonzero(some & (top >= boundary))
+    kept = np.arange(len(m)) if boundary is None else np.flatnonzero(some & (top >= boundary))
     # scan order: the partition the sort reaches first comes first, all-null ones last
     first = np.lexsort((np.where(some[kept], -top[kept], 0), ~some[kept]))
-    return [candidates[i] for i in kept[first].tolist()]
+    return kept[first].tolist()
 
 
 class _Desc:

@@ -5,6 +5,7 @@ about a column."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 import numpy as np
 import pyarrow as pa
@@ -18,17 +19,19 @@ from lakestats.metastore.layout import Layout
 from lakestats.metastore.membership import read_blooms
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
-from lakestats.pruning.batch import ColumnRanges, MemberAll, Views
-from lakestats.pruning.columns import ColumnStats
+from lakestats.pruning.batch import ColumnRanges, FlagArrays, MemberAll, Views
+from lakestats.pruning.columns import NOT_READ_AHEAD, ColumnStats
 from lakestats.pruning.predicate import StatsView
 from lakestats.pruning.ranges import Flags
 
 ALWAYS = Flags(True, False, False)
+# what a plan reads of each partition besides the columns' statistics
+PLAN_BASE = ["path", "size", "fingerprint", "row_count", "partition_values"]
 
 
 class Candidate:
     """A partition in the plan: its statistics, and what the predicate says of it."""
-    __slots__ = ("path", "rows", "size", "fingerprint", "layout", "flags", "exact", "_i",
+    __slots__ = ("path", "rows", "size", "fingerprint", "layout", "flags", "exact", "position",
                  "_partitions")
 
     def __init__(self, path: str, rows: int, size: int, fingerprint: str, layout: Layout,
@@ -39,15 +42,15 @@ class Candidate:
         # deletes): the bounds hold, but no row is certain, so LIMIT and top-k boundaries
         # skip it
         self.exact = exact
-        self._i, self._partitions = i, partitions
+        self.position, self._partitions = i, partitions
 
     @property
     def view(self) -> StatsView:
-        return self._partitions.view(self._i)
+        return self._partitions.view(self.position)
 
     @property
     def table_columns(self) -> set[str]:
-        return self._partitions.table_columns(self._i)
+        return self._partitions.table_columns(self.position)
 
     @property
     def directory(self) -> Store:
@@ -60,7 +63,7 @@ class Candidate:
 
     def stats(self, column: str) -> dict | None:
         """Its statistics of the column (its view's), None where it has none."""
-        return self._partitions.stats_of(self._i, column)
+        return self._partitions.stats_of(self.position, column)
 
     def values(self, column: str) -> list[dict] | None:
         """The column's values and counts in the partition, when it has few (the index
@@ -77,7 +80,7 @@ def candidates(stats: StatisticsReader, wanted: set[str], index: pa.Table | None
     membership test of many partitions at once (pruning.batch); from `index`, the partition
     index holding those columns, when the caller has read it."""
     partitions = Partitions.of(stats, wanted, index)
-    return partitions.candidates, _member_all(partitions)
+    return partitions.candidates, membership_of(partitions)
 
 
 class Partitions(Views):
@@ -86,42 +89,56 @@ class Partitions(Views):
     something evaluates that partition alone (or reads its membership)."""
 
     def __init__(self, stats: StatisticsReader, per_column: dict[str, ColumnStats],
-                 rows: list[int], hive: list[tuple], wanted: set[str]):
+                 index: pa.Table, wanted: set[str]):
+        """`index`: the partition index's PLAN_BASE fields (and any others)."""
         table_schema = stats.schema()
-        self.table_schema, self.per_column, self.rows, self.hive = \
-            table_schema, per_column, rows, hive
-        self.wanted, self.names = wanted, set(table_schema.names)
+        self.table_schema, self.per_column, self.wanted = table_schema, per_column, wanted
+        self.paths, self.sizes, self.fingerprints, self.rows, self.hive = (
+            index[k].to_pylist() for k in PLAN_BASE)
+        self.names = set(table_schema.names)
         self.blooms = _Blooms(stats, per_column)
         self._known: dict[tuple, set[str]] = {(): self.names}
-        self.hive_names = {k for values in hive for k, _ in values}
-        self._views: list[StatsView | None] = [None] * len(rows)
+        self.hive_names = {k for values in self.hive for k, _ in values}
+        self._views: list[StatsView | None] = [None] * len(self.rows)
         self._ranks: dict[str, tuple | None] = {}
-        self.candidates: list[Candidate] = []
+        self.layout, inexact = stats.layout, stats.manifest.inexact
+        # false where the format deletes rows the statistics still count (Candidate.exact)
+        self.exact = np.fromiter((p not in inexact for p in self.paths), bool, len(self.paths))
+        self._made: dict[int, Candidate] = {}
+        self._all: list[Candidate] | None = None
 
     @classmethod
     def of(cls, stats: StatisticsReader, wanted: set[str], index: pa.Table | None
            ) -> Partitions:
         table_schema = stats.schema()
         columns = sorted(c for c in wanted if c in table_schema.names)
-        if index is None:
-            index = stats.partition_index(columns)
-        rows = index["row_count"].to_pylist()
-        out = cls(stats, {c: ColumnStats.of(index, table_schema, c) for c in columns}, rows,
-                  index["partition_values"].to_pylist(), wanted)
-        inexact, layout = stats.manifest.inexact, stats.layout
-        out.candidates = [Candidate(path, n, size, fingerprint, layout, path not in inexact, i,
-                                    out)
-                          for i, (path, n, size, fingerprint) in enumerate(zip(
-                              index["path"].to_pylist(), rows, index["size"].to_pylist(),
-                              index["fingerprint"].to_pylist()))]
-        return out
+        lazy = index is None
+        if lazy:
+            index = stats.partition_index(columns, PLAN_BASE, leave_out=NOT_READ_AHEAD)
+        return cls(stats, {c: ColumnStats.of(index, table_schema, c, functools.partial(
+            stats.index_statistic, c, "values") if lazy else None) for c in columns},
+            index, wanted)
+
+    def candidate(self, i: int) -> Candidate:
+        """Partition i's Candidate, made at the first ask (a plan asks for the few its
+        predicate keeps)."""
+        found = self._made.get(i)
+        if found is None:
+            found = self._made[i] = Candidate(self.paths[i], self.rows[i], self.sizes[i],
+                                              self.fingerprints[i], self.layout,
+                                              bool(self.exact[i]), i, self)
+        return found
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        """Every partition's Candidate, in the index's order."""
+        if self._all is None:
+            self._all = [self.candidate(i) for i in range(len(self))]
+        return self._all
 
     @property
     def views(self) -> list[StatsView]:
         return [self.view(i) for i in range(len(self))]
-
-    def first(self) -> StatsView:
-        return self.view(0)
 
     def table_columns(self, i: int) -> set[str]:
         """The columns partition i knows: the table's and its Hive directories' (each set
@@ -140,7 +157,7 @@ class Partitions(Views):
                     held[name] = {"row_count": self.rows[i], "null_count": 0, "nan_count": 0,
                                   "low": _guess(value), "high": _guess(value)}
             self._views[i] = StatsView(held, self.rows[i], self.table_columns(i), _membership(
-                self.candidates[i], i, self.table_schema, held, self.blooms))
+                self.candidate(i), i, self.table_schema, held, self.blooms))
         return self._views[i]
 
     def arrays_of(self, column: str) -> ColumnStats | None:
@@ -160,11 +177,11 @@ class Partitions(Views):
             return np.array([column in self.view(i).stats for i in asked.tolist()], bool)
         return found.struct.is_valid().to_numpy(zero_copy_only=False)[asked]
 
-    def order_arrays(self, parts: list[Candidate], column: str) -> dict | None:
-        """What top-k reads of `parts` (this plan's) for ORDER BY `column`, as arrays: whether
-        each holds the column, its row, null and NaN counts, and the dense ranks of its
-        bounds (ColumnStats.ranks); None where the bounds are not arrays here (a Hive
-        column, a column without bounds)."""
+    def order_arrays(self, at: np.ndarray, column: str) -> dict | None:
+        """What top-k reads of the partitions at positions `at` for ORDER BY `column`, as
+        arrays: whether each holds the column, its row, null and NaN counts, and the dense
+        ranks of its bounds (ColumnStats.ranks); None where the bounds are not arrays here (a
+        Hive column, a column without bounds)."""
         stats = self.arrays_of(column)
         if stats is None:
             return None
@@ -172,7 +189,6 @@ class Partitions(Views):
             self._ranks[column] = stats.ranks()
         if self._ranks[column] is None:
             return None
-        at = np.fromiter((p._i for p in parts), np.int64, len(parts))
         low, high = self._ranks[column]
         return {"held": stats.struct.is_valid().to_numpy(zero_copy_only=False)[at],
                 "rows": stats.counts("row_count")[at], "nulls": stats.counts("null_count")[at],
@@ -193,30 +209,44 @@ class Partitions(Views):
 def of_candidates(parts: list[Candidate]) -> Views:
     """What the batch evaluator reads of `parts`: their Partitions when they are all of one
     (columnar), else their views."""
-    if parts and len(parts) == len(parts[0]._partitions) and \
-            parts == parts[0]._partitions.candidates:
+    if parts and parts is parts[0]._partitions._all:
         return parts[0]._partitions
     return Views([p.view for p in parts])
 
 
-def order_arrays(parts: list[Candidate], column: str) -> dict | None:
-    """Partitions.order_arrays of `parts` when they are all of one plan, else None."""
-    if not parts or any(p._partitions is not parts[0]._partitions for p in parts):
-        return None
-    return parts[0]._partitions.order_arrays(parts, column)
+class Matching:
+    """The partitions a predicate may match, in index order: their positions in the plan's
+    Partitions and, as arrays over them, what LIMIT and top-k read; a Candidate is made only
+    for a partition looked at alone."""
+
+    def __init__(self, partitions: Partitions, may: np.ndarray, flags: FlagArrays | None):
+        self.partitions, self.at = partitions, np.flatnonzero(may)
+        none = np.zeros(self.at.size, bool)
+        self.false = none if flags is None else flags.false[self.at]
+        self.null = none if flags is None else flags.null[self.at]
+        self.fully = ~(self.false | self.null)
+        self.rows = np.asarray(partitions.rows, np.int64)[self.at]
+        self.exact = partitions.exact[self.at]
+
+    def __len__(self) -> int:
+        return self.at.size
+
+    def candidate(self, j: int) -> Candidate:
+        """The j-th matching partition's Candidate, its flags the predicate's."""
+        p = self.partitions.candidate(int(self.at[j]))
+        p.flags = Flags(True, bool(self.false[j]), bool(self.null[j]))
+        return p
+
+    def candidates(self) -> list[Candidate]:
+        return [self.candidate(j) for j in range(len(self))]
+
+    def order_arrays(self, column: str) -> dict | None:
+        return self.partitions.order_arrays(self.at, column)
 
 
-def hive_columns(parts: list[Candidate]) -> set[str]:
-    """The columns the partitions know, Hive directory values included."""
-    partitions = of_candidates(parts)
-    if isinstance(partitions, Partitions):
-        return partitions.names | partitions.hive_names
-    return set().union(*{id(s): s for s in (p.table_columns for p in parts)}.values())
-
-
-def _member_all(partitions: Partitions) -> MemberAll:
-    table_schema, blooms, parts = partitions.table_schema, partitions.blooms, \
-        partitions.candidates
+def membership_of(partitions: Partitions) -> MemberAll:
+    """The membership test of many of `partitions` at once (pruning.batch)."""
+    table_schema, blooms, paths = partitions.table_schema, partitions.blooms, partitions.paths
 
     def member_all(column: str, values: list, asked: np.ndarray) -> np.ndarray | None:
         """May each asked partition hold one of the values? Value sets, then every Bloom
@@ -234,7 +264,7 @@ def _member_all(partitions: Partitions) -> MemberAll:
         if holders is not None:              # the value index knows, for every partition
             held = set().union(*holders.values())
             known = partitions.has(column, asked)
-            out[known] = [parts[i].path in held for i in asked[known].tolist()]
+            out[known] = [paths[i] in held for i in asked[known].tolist()]
             return out
         probed = []
         for j, i in enumerate(asked.tolist()):
@@ -246,7 +276,8 @@ def _member_all(partitions: Partitions) -> MemberAll:
             elif stats.get("bloom") is not None:
                 probed.append(j)
             else:
-                held = files.read_frequencies(parts[i].directory, [column])["value"].to_pylist()
+                held = files.read_frequencies(partitions.candidate(i).directory,
+                                              [column])["value"].to_pylist()
                 out[j] = not wanted.isdisjoint(held)
         if probed:
             out[probed] = BloomFilter.may_contain_any(

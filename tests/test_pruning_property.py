@@ -150,18 +150,18 @@ def test_top_k_over_arrays_keeps_what_top_k_one_by_one_keeps(table, where, k, or
     bounds compared one partition at a time."""
     from lakestats.metastore.reader import StatisticsReader
     from lakestats.pruning import plan
+    from lakestats.pruning.batch import evaluate_arrays
     from lakestats.pruning.predicate import columns_of, parse
-    from lakestats.pruning.views import candidates, of_candidates, order_arrays
+    from lakestats.pruning.views import Matching, Partitions, membership_of
     stats = StatisticsReader(f"{table}/_lakestats")
     column, direction = order.split()
     node = parse(where) if where else None
-    parts, member_all = candidates(stats, (columns_of(node) if node else set()) | {column})
-    if node is not None:
-        for p, flags in zip(parts, plan.evaluate_all(node, of_candidates(parts), member_all)):
-            p.flags = flags
-    may_match = [p for p in parts if p.flags.true]
+    partitions = Partitions.of(stats, (columns_of(node) if node else set()) | {column}, None)
+    flags = evaluate_arrays(node, partitions, membership_of(partitions)) if node else None
+    m = Matching(partitions, flags.true if flags else np.ones(len(partitions), bool), flags)
     key = (column, direction == "DESC")
-    assert may_match == [] or order_arrays(may_match, column) is not None
-    got = plan._top_k(may_match, node, key, k, stats, stats.schema())
-    want = plan._top_k_one_by_one(may_match, node, key, k, stats, stats.schema())
-    assert [p.path for p in got] == [p.path for p in want], (where, order, k)
+    assert len(m) == 0 or m.order_arrays(column) is not None
+    got = [partitions.paths[m.at[j]] for j in plan._top_k(m, node, key, k, stats,
+                                                          stats.schema())]
+    want = plan._top_k_one_by_one(m.candidates(), node, key, k, stats, stats.schema())
+    assert got == [p.path for p in want], (where, order, k)
