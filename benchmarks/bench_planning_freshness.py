@@ -43,6 +43,7 @@ LAKESTATS = str(ROOT / ".venv" / "bin" / "lakestats")
 ROWS, PER_DIR, BUCKET = 100, 100, "bench"
 NAMES = [f"name-{i:02d}" for i in range(40)]
 START = datetime.date(2020, 1, 1)
+DATA_DIR = Path("/tmp/lakestats-bench")
 
 
 def queries(files: int) -> list[tuple[str, str | None, int | None, str | None]]:
@@ -175,7 +176,7 @@ def s3_peers(uri: str) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--files", type=int, default=10_000)
-    p.add_argument("--data-dir", type=Path, default=Path("/tmp/lakestats-bench"))
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR)
     p.add_argument("--skip-spark", action="store_true")
     p.add_argument("--skip-s3", action="store_true")
     args = p.parse_args()

@@ -47,6 +47,7 @@ from bench_freshness import wide  # noqa: E402
 from bench_throughput import SHIM  # noqa: E402
 
 CLI = str(Path(sys.executable).with_name("lakestats"))
+WORK = Path(tempfile.gettempdir()) / "lakestats-bench-scale"     # tables kept between runs
 
 
 # list prices, us-east-1, November 2026
@@ -71,12 +72,16 @@ def parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def small_table(work: Path, files: int) -> Path:
-    table = work / f"small-{files}"
-    if not (table / f"part-{files - 1:05d}.parquet").exists():
+def small_table(work: Path, files: int, written_as: int | None = None) -> Path:
+    """`files` small files' rows, written as they are or as `written_as` files."""
+    written_as = written_as or files
+    table = work / (f"small-{files}" + (f"-as-{written_as}" if written_as != files else ""))
+    if not (table / f"part-{written_as - 1:05d}.parquet").exists():
         table.mkdir(parents=True, exist_ok=True)
-        for i in range(files):
-            (table / f"part-{i:05d}.parquet").write_bytes(parquet_bytes(small(i)))
+        per = files // written_as
+        for j in range(written_as):
+            rows = pa.concat_tables([small(i) for i in range(j * per, (j + 1) * per)])
+            (table / f"part-{j:05d}.parquet").write_bytes(parquet_bytes(rows))
     return table
 
 
@@ -111,23 +116,38 @@ def measured(argv: list[str], env: dict, until=None) -> tuple[float, float, floa
     return seconds, maxrss, peak
 
 
-def l1(work: Path, counts: list[int], workers: int, budgets: list[int]) -> None:
+def compute_small(table: Path, workers: int, budget: int) -> tuple[float, float, float, int]:
+    """The CLI's compute of a table on a fresh Redis: seconds, coordinator and Redis peaks
+    (MB), and the partition step's calls (packs of `budget`)."""
+    from lakestats.algorithms.partitions.driver import packs
+    from lakestats.metastore.store import Store
+    shutil.rmtree(table / "_lakestats", ignore_errors=True)
+    seconds, rss, redis_mb = measured([CLI, "compute", str(table), "--quiet", "--workers",
+                                       str(workers)], {"LAKESTATS_PACK_BYTES": str(budget)})
+    calls = len(packs([f.size for f in Store(str(table)).list_files()], budget, workers))
+    return seconds, rss, redis_mb, calls
+
+
+def l1(work: Path, counts: list[int], workers: int, budgets: list[int],
+       in_process: bool = True) -> None:
     rows = []
     for n in counts:
         table = small_table(work, n)
         duck = run_duckdb(table, workers)
         for budget in budgets:
-            shutil.rmtree(table / "_lakestats", ignore_errors=True)
-            seconds, rss, redis_mb = measured([CLI, "compute", str(table), "--quiet",
-                                               "--workers", str(workers)],
-                                              {"LAKESTATS_PACK_BYTES": str(budget)})
+            seconds, rss, redis_mb, calls = compute_small(table, workers, budget)
             if budget == budgets[-1]:
                 rows.append((n, seconds, rss, redis_mb))
-            print(f"L1 {n:,} files, packs of {budget / 2**20:g} MB: compute {seconds:.1f} s "
-                  f"({seconds / n * 1000:.1f} ms a file), coordinator peak {rss:.0f} MB, Redis "
-                  f"peak {redis_mb:.1f} MB; DuckDB SUMMARIZE {duck:.1f} s -> "
-                  f"{seconds / duck:.1f}x DuckDB", flush=True)
-        packing(table, workers, budgets)
+            print(f"L1 {n:,} files, packs of {budget / 2**20:g} MB ({calls:,} calls): compute "
+                  f"{seconds:.1f} s ({seconds / n * 1000:.1f} ms a file), coordinator peak "
+                  f"{rss:.0f} MB, Redis peak {redis_mb:.1f} MB; DuckDB SUMMARIZE {duck:.1f} s "
+                  f"-> {seconds / duck:.1f}x DuckDB", flush=True)
+        if n > 100:
+            few, _, _, few_calls = compute_small(small_table(work, n, 100), workers, budgets[-1])
+            print(f"L1 the same rows in 100 files ({few_calls} calls): compute {few:.1f} s -> "
+                  f"{n:,} files take {rows[-1][1] / few:.1f}x (target <= 2.5x)", flush=True)
+        if in_process:
+            packing(table, workers, budgets)
     if len(rows) > 1:
         (n0, s0, r0, m0), (n1, s1, r1, m1) = rows[0], rows[-1]
         print(f"L1 growth x{n1 / n0:.0f} files: time x{s1 / s0:.1f}, coordinator memory "
@@ -347,7 +367,7 @@ def main() -> None:
     p.add_argument("--only", default="L1,L2,L3,C,G")
     args = p.parse_args()
     only = set(args.only.split(","))
-    work = Path(tempfile.gettempdir()) / "lakestats-bench-scale"
+    work = WORK
     work.mkdir(exist_ok=True)
     if "L1" in only:
         l1(work, [int(n) for n in args.files.split(",")], args.workers,

@@ -36,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_compute import ROOT  # noqa: E402
 from bench_freshness import by_month  # noqa: E402
+from bench_planning_freshness import DATA_DIR  # noqa: E402
 
 CLI = str(Path(sys.executable).with_name("lakestats"))
 QUERIES = [
@@ -140,7 +141,7 @@ def main() -> None:
     p.add_argument("--parts", default="1,2,3", help="which parts to run")
     p.add_argument("--files", type=int, default=10_000,
                    help="part 3: the small-file table's size (0: skip)")
-    p.add_argument("--scale-dir", type=Path, default=Path("/tmp/lakestats-bench"),
+    p.add_argument("--scale-dir", type=Path, default=DATA_DIR,
                    help="where bench_planning_freshness keeps that table")
     args = p.parse_args()
     table = by_month(args.data_dir, 1)

@@ -3,15 +3,21 @@
 TPC-H SF1 lineitem written as one file per ship month (84 files, as the freshness benchmark
 writes it), and a wide table of 1,000 int64 columns x 20 files x 2,000 rows:
 
-    .venv/bin/python benchmarks/bench_throughput.py [--skip-spark] [--only T1,T3]
+    .venv/bin/python benchmarks/bench_throughput.py [--skip-spark] [--only T1,T3,T7]
 
 T1 whole-table compute (every default statistic) vs DuckDB SUMMARIZE vs Spark ANALYZE ... FOR
    ALL COLUMNS with histograms
 T2 the per-partition kernel vs a pyarrow read and decode of the same file, one process
 T3 the wide table: compute vs DuckDB SUMMARIZE; Redis peak and the coordinator's peak RSS
-T4 quantiles --exact (distributed sort and ranks.parquet) vs DuckDB quantile_disc
+T4 quantiles --exact as it answers (from the frequency list when complete, else the
+   distributed sort) vs DuckDB quantile_disc
 T5 lookups from stored statistics, CLI end to end (a fresh process each) and in-process
 T6 the peak RSS of each lookup's process
+T7 10,000 small files (5 columns x 200 rows) vs the same rows in 100 files: compute, peak
+   RSS, calls, DuckDB SUMMARIZE beside (bench_scale's L1)
+T8 prune planning at 10,000 partitions, the table listed (bench_planning_freshness)
+
+T1, T2, T3, T4, T7 and T8 are the rows of the cost issue's table, each beside its anchor.
 """
 from __future__ import annotations
 
@@ -106,20 +112,48 @@ def t3(table: Path, workers: int) -> None:
 
 
 def t4(table: Path, workers: int) -> None:
+    """Exact quantiles as `quantiles --exact` answers them (from the frequency list when it
+    holds every value, else the distributed sort), in-process on a warm pool; DuckDB's
+    quantile_disc beside, the answers equal."""
     import duckdb
+
+    import lakestats
+    from lakestats.core.settings import Settings
+    from lakestats.fleet.invokers import make_invoker
+    from lakestats.infra.redis_server import redis_url
     con = duckdb.connect()
     con.execute(f"SET threads = {workers}")
-    for column in ("l_extendedprice", "l_orderkey"):
-        for ranks in (table / "_lakestats" / "versions").glob("*/ranks.parquet"):
-            ranks.unlink()                  # the sort runs, its result is not reused
-        ours, _ = timed(lambda c=column: run_child(
-            [CLI, "quantiles", str(table), c, *map(str, QS), "--exact", "--workers",
-             str(workers)]))
-        duck, _ = timed(lambda c=column: con.execute(
-            f"SELECT quantile_disc({c}, {QS}) FROM read_parquet('{table}/*.parquet')"
-        ).fetchall())
-        print(f"T4 quantiles --exact {column}: {ours:.2f} s (CLI, ranks written); DuckDB "
-              f"quantile_disc {duck:.2f} s -> {ours / duck:.1f}x (target <= 4x)", flush=True)
+    with redis_url() as url, make_invoker("local", workers) as invoker:
+        if not (table / "_lakestats").exists():
+            compute_measured(table, workers)
+        for column in ("l_extendedprice", "l_orderkey"):
+            stats = lakestats.open(str(table))
+            ours, answer = timed(lambda c=column: stats.quantiles(
+                c, QS, exact=True, settings=Settings(redis_url=url), invoker=invoker))
+            duck, truth = timed(lambda c=column: con.execute(
+                f"SELECT quantile_disc({c}, {QS}) FROM read_parquet('{table}/*.parquet')"
+            ).fetchall()[0][0])
+            assert [a["value"] for a in answer["quantiles"]] == [str(v) for v in truth]
+            path = "distributed sort" if stats.has_ranks(column) else "frequency list"
+            print(f"T4 quantiles --exact {column}: {ours:.2f} s ({path}); DuckDB quantile_disc "
+                  f"{duck:.2f} s -> {ours / duck:.1f}x (target <= 4x)", flush=True)
+
+
+def t7(workers: int) -> None:
+    """10,000 small files (bench_scale's L1 table) against the same rows in 100 files."""
+    from bench_scale import WORK, l1
+
+    from lakestats.core.settings import PACK_BYTES
+    WORK.mkdir(exist_ok=True)
+    l1(WORK, [10_000], workers, [PACK_BYTES], in_process=False)
+
+
+def t8() -> None:
+    """Planning at 10,000 partitions with the listing (bench_planning_freshness)."""
+    from bench_planning_freshness import DATA_DIR, build, local_peers, measure
+    table = build(DATA_DIR, 10_000)
+    print("T8 prune planning at 10,000 partitions (target <= 100 ms, listing included):")
+    measure("local disk", str(table), 10_000, local_peers(table, True), None)
 
 
 def t5_t6(table: Path) -> None:
@@ -165,7 +199,7 @@ def main() -> None:
     p.add_argument("--data-dir", type=Path, default=ROOT / ".data")
     p.add_argument("--workers", type=int, default=os.cpu_count())
     p.add_argument("--skip-spark", action="store_true")
-    p.add_argument("--only", default="T1,T2,T3,T4,T5")
+    p.add_argument("--only", default="T1,T2,T3,T4,T5,T7,T8")
     args = p.parse_args()
     only = set(args.only.split(","))
     month = by_month(args.data_dir, 1)
@@ -182,6 +216,10 @@ def main() -> None:
         if not (month / "_lakestats").exists():
             compute_measured(month, args.workers)
         t5_t6(month)
+    if "T7" in only:
+        t7(args.workers)
+    if "T8" in only:
+        t8()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     print(f"\nbenchmark process peak RSS {peak} MB")
 
