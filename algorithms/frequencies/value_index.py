@@ -15,6 +15,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -99,8 +100,7 @@ def _encoded(indexed: list[str], new_index: pa.Table, table: pa.Schema,
         wanted = {p: [c for c in batch if c not in carried or p in added] for p in read_from}
         lists = _frequency_lists(partition_dir, {p: c for p, c in wanted.items() if c})
         for column in batch:
-            new = lists.filter(pc.equal(lists["column"], column)).select(
-                ["value", "path", "frequency"])
+            new = lists.get(column, value_index.ENTRIES.empty_table())
             kept = old(column) if old else None
             yield value_index.encode(column, new if kept is None else
                                      pa.concat_tables([kept, new]), paths)
@@ -121,15 +121,24 @@ def _batches(indexed: list[str], carried: set[str], new_index: pa.Table, table: 
 
 
 def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, list[str]]
-                     ) -> pa.Table:
-    """(column, value, frequency, path) of the partitions' lists of the columns wanted of each."""
+                     ) -> dict[str, pa.Table]:
+    """Each column's (value, path, frequency) rows in the partitions' lists of the columns
+    wanted of each, partition by partition and in file order: slices of what was read, not
+    copies (a wide table's batch holds hundreds of columns)."""
     def read(item: tuple[str, list[str]]) -> pa.Table:
         path, names = item
         rows = files.read_frequencies(partition_dir(path), names)
         return rows.append_column("path", pa.repeat(pa.scalar(path), rows.num_rows))
     with ThreadPoolExecutor(16) as pool:
         tables = list(pool.map(read, wanted.items()))
-    if not tables:
-        return schema.FREQUENCIES_SCHEMA.empty_table().append_column(
-            "path", pa.array([], pa.string()))
-    return pa.concat_tables(tables)
+    pieces: dict[str, list[pa.Table]] = {}
+    for table in tables:
+        if not table.num_rows:
+            continue
+        runs = pc.run_end_encode(table["column"].combine_chunks())   # a file's rows come
+        ends = runs.run_ends.to_numpy()                               # column by column
+        table = table.select(["value", "path", "frequency"])
+        for name, start, end in zip(runs.values.to_pylist(), np.concatenate(
+                [[0], ends[:-1]]).tolist(), ends.tolist()):
+            pieces.setdefault(name, []).append(table.slice(start, end - start))
+    return {name: pa.concat_tables(found) for name, found in pieces.items()}
