@@ -126,8 +126,8 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
         kept = _limit(matching, node, limit, stats, schema)
     else:
         kept = range(len(matching))
-    at = matching.at
-    result.kept = [paths[at[j]] for j in kept] + now.unknown
+    result.kept = [paths[i] for i in matching.at[np.asarray(kept, np.int64)].tolist()] \
+        + now.unknown
     held = set(result.kept)
     result.skipped = [paths[i] for i in np.flatnonzero(described).tolist()
                       if paths[i] not in held]
