@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+from sqlglot import expressions as E
 
 from lakestats.core import types as ty
 from lakestats.core.binning import edge_type
@@ -33,9 +34,10 @@ from lakestats.metastore import files
 from lakestats.metastore.histograms import histogram_bins
 from lakestats.metastore.layout import HISTOGRAMS
 from lakestats.metastore.reader import StatisticsReader
-from lakestats.pruning.batch import evaluate_arrays
+from lakestats.pruning.batch import CONSTANTS, evaluate_arrays
 from lakestats.pruning.freshness import Freshness, freshness
-from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, parse
+from lakestats.pruning.predicate import (PredicateError, StatsView, columns_of, parse,
+                                         value_range)
 from lakestats.pruning.ranges import session_zone
 from lakestats.pruning.validate import unknown_column, validate
 from lakestats.pruning.views import Candidate, Matching, Partitions, membership_of
@@ -148,7 +150,13 @@ def _certain_rows(p: Candidate, node, stats: StatisticsReader, schema: pa.Schema
         return p.rows
     names = columns_of(node) if node is not None else set()
     column = next(iter(names)) if len(names) == 1 else None
-    if column not in schema.names or p.stats(column) is None:
+    if column not in schema.names:
+        return 0
+    wanted = _equal_values(node)
+    held = None if wanted is None else p.held_count(column, wanted)
+    if held is not None:            # the value index's exact counts (0 without the column)
+        return held
+    if p.stats(column) is None:
         return 0
     arrow_type = schema.field(column).type
     if p.values(column) is not None or not p.has_bloom(column):
@@ -178,6 +186,26 @@ def _certain_rows(p: Candidate, node, stats: StatisticsReader, schema: pa.Schema
     flags = evaluate_arrays(node, views, lambda *_: None)      # each cell as a partition
     counts = np.array([count for _, _, count in cells], np.int64)
     return int(counts[~(flags.false | flags.null)].sum())
+
+
+def _equal_values(node) -> list | None:
+    """The values of `column = v` or `column IN (v, ...)`, none null or NaN: the rows holding
+    them are the rows where it is true (pruning.views' value index counts them); None for any
+    other predicate."""
+    if isinstance(node, E.EQ):
+        column, items = next(((c, [v]) for c, v in ((node.this, node.expression),
+                                                     (node.expression, node.this))
+                              if isinstance(c, E.Column)), (None, []))
+    elif isinstance(node, E.In) and not node.args.get("query"):
+        column, items = node.this, node.expressions
+    else:
+        return None
+    if not isinstance(column, E.Column) or not items or any(x.find(E.Column) for x in items):
+        return None
+    ranges = [value_range(x, CONSTANTS) for x in items]
+    if not all(r.known and r.values and not r.nan and r.low == r.high for r in ranges):
+        return None
+    return [r.low for r in ranges]
 
 
 # -- LIMIT

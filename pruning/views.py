@@ -73,6 +73,11 @@ class Candidate:
     def has_bloom(self, column: str) -> bool:
         return self.stats(column).get("bloom") is not None
 
+    def held_count(self, column: str, values: list) -> int | None:
+        """Its rows holding one of `values`, exact, from the version's value index; None
+        where the index does not cover the column or the values are not its."""
+        return self._partitions.held_count(self.position, column, values)
+
 
 def candidates(stats: StatisticsReader, wanted: set[str], index: pa.Table | None = None
                ) -> tuple[list[Candidate], MemberAll]:
@@ -159,6 +164,14 @@ class Partitions(Views):
             self._views[i] = StatsView(held, self.rows[i], self.table_columns(i), _membership(
                 self.candidate(i), i, self.table_schema, held, self.blooms))
         return self._views[i]
+
+    def held_count(self, i: int, column: str, values: list) -> int | None:
+        """Candidate.held_count of partition i (the index's answers asked once per plan)."""
+        found = self.blooms.texts(column, self.table_schema.field(column).type, values)
+        holders = None if found is None else self.blooms.holders(column, found[0])
+        if holders is None:
+            return None
+        return sum(holders.get(t, {}).get(self.paths[i], 0) for t in set(found[0].to_pylist()))
 
     def arrays_of(self, column: str) -> ColumnStats | None:
         """The column's arrays, where they are all a view would hold of it (no Hive

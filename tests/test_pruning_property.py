@@ -165,3 +165,35 @@ def test_top_k_over_arrays_keeps_what_top_k_one_by_one_keeps(table, where, k, or
                                                           stats.schema())]
     want = plan._top_k_one_by_one(m.candidates(), node, key, k, stats, stats.schema())
     assert got == [p.path for p in want], (where, order, k)
+
+
+@seed(20261127)
+@SETTINGS
+@given(where=st.one_of(
+    st.builds(lambda v: f"i = {v}", INT),
+    st.builds(lambda vs: f"i IN ({', '.join(map(str, vs))})", st.lists(INT, min_size=1, max_size=4)),
+    st.builds(lambda v: f"s = '{v}'", st.sampled_from(["aa0", "bb3", "ac6", "bd1", "zz"])),
+    st.builds(lambda vs: f"s IN ({', '.join(map(repr, vs))})",
+              st.lists(st.sampled_from(["ab1", "bb3", "ab1", "q"]), min_size=1, max_size=3)),
+    st.builds(lambda v: f"f = {v}", st.integers(-3, 3))))
+def test_certain_rows_are_rows_that_match(table, where):
+    """LIMIT's and top-k's certain rows of a partition (for = and IN, the value index's
+    counts): never more than the rows where the predicate is true (DuckDB), and exactly
+    those for integers and text."""
+    from lakestats.metastore.reader import StatisticsReader
+    from lakestats.pruning import plan
+    from lakestats.pruning.batch import evaluate_arrays
+    from lakestats.pruning.predicate import columns_of, parse
+    from lakestats.pruning.views import Matching, Partitions, membership_of
+    stats = StatisticsReader(f"{table}/_lakestats")
+    node = parse(where)
+    partitions = Partitions.of(stats, columns_of(node), None)
+    flags = evaluate_arrays(node, partitions, membership_of(partitions))
+    m = Matching(partitions, flags.true, flags)
+    paths = files(table)
+    for j in range(len(m)):
+        p = m.candidate(j)
+        certain = plan._certain_rows(p, node, stats, stats.schema())
+        truth = count([paths[p.path]], where)
+        assert certain <= truth, (where, p.path)
+        assert where.startswith("f") or certain == truth, (where, p.path)
