@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_compute import generate, parse_args  # noqa: E402
+from bench_compute import generate, parse_args, timed  # noqa: E402
 
 # the third, near-unique (its values seen once are not in its frequency list), is sorted
 COLUMNS = ["l_extendedprice", "l_orderkey", "l_comment"]
@@ -27,41 +27,44 @@ NUMERIC = COLUMNS[:2]              # Spark's exact percentile takes numbers only
 QS = [0.001, 0.01, 0.25, 0.5, 0.75, 0.99, 0.999]
 
 
+def beside_duckdb(table: Path, columns: list[str], qs: list[float], workers: int, url: str,
+                  invoker) -> dict:
+    """Each column's `quantiles --exact` as lakestats answers it (in-process, on a warm pool)
+    and DuckDB's quantile_disc over the files, the answers checked equal: seconds of each,
+    and the path lakestats took."""
+    import duckdb
+
+    import lakestats
+    from lakestats.core.settings import Settings
+    con = duckdb.connect()
+    con.execute(f"SET threads = {workers}")
+    results = {}
+    for column in columns:
+        stats = lakestats.open(str(table))
+        ours, answer = timed(lambda c=column: stats.quantiles(
+            c, qs, exact=True, settings=Settings(redis_url=url), invoker=invoker))
+        duck, truth = timed(lambda c=column: con.execute(
+            f"SELECT quantile_disc({c}, {qs}) FROM read_parquet('{table}/*.parquet')"
+        ).fetchall()[0][0])
+        assert [a["value"] for a in answer["quantiles"]] == [str(v) for v in truth], column
+        results[column] = {"lakestats": ours, "duckdb": duck, "path": "distributed sort"
+                           if stats.has_ranks(column) else "frequency list"}
+    return results
+
+
 def main() -> None:
     args = parse_args(__doc__)
     table = generate(args.data_dir, args.scale, args.parts)
 
-    import duckdb
-
-    import lakestats
     from lakestats.core.settings import Settings
     from lakestats.fleet.invokers import make_invoker
     from lakestats.infra.redis_server import redis_url
     from lakestats.monostore.compute import compute
 
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
-    results = {}
     with redis_url() as url, make_invoker("local", args.workers) as invoker:
         compute(str(table), invoker, Settings(redis_url=url))
-        for column in COLUMNS:
-            stats = lakestats.open(str(table))
-            start = time.perf_counter()
-            answer = stats.quantiles(column, QS, exact=True, settings=Settings(redis_url=url),
-                                     invoker=invoker)
-            seconds = time.perf_counter() - start
-            sorted_ = stats.has_ranks(column)
-            results[column] = {"lakestats": seconds, "values": [
-                a["value"] for a in answer["quantiles"]],
-                "path": "distributed sort" if sorted_ else "frequency list"}
-
-    con = duckdb.connect()
-    con.execute(f"SET threads = {args.workers}")
-    for column in COLUMNS:
-        start = time.perf_counter()
-        truth = con.execute(f"SELECT quantile_disc({column}, {QS}) "
-                            f"FROM read_parquet('{table}/*.parquet')").fetchall()[0][0]
-        results[column]["duckdb"] = time.perf_counter() - start
-        assert [str(v) for v in truth] == results[column]["values"], (truth, results[column])
+        results = beside_duckdb(table, COLUMNS, QS, args.workers, url, invoker)
 
     if not args.skip_spark:
         from pyspark.sql import SparkSession

@@ -113,30 +113,20 @@ def t3(table: Path, workers: int) -> None:
 
 def t4(table: Path, workers: int) -> None:
     """Exact quantiles as `quantiles --exact` answers them (from the frequency list when it
-    holds every value, else the distributed sort), in-process on a warm pool; DuckDB's
-    quantile_disc beside, the answers equal."""
-    import duckdb
+    holds every value, else the distributed sort) beside DuckDB's quantile_disc
+    (bench_quantiles)."""
+    from bench_quantiles import beside_duckdb
 
-    import lakestats
-    from lakestats.core.settings import Settings
     from lakestats.fleet.invokers import make_invoker
     from lakestats.infra.redis_server import redis_url
-    con = duckdb.connect()
-    con.execute(f"SET threads = {workers}")
+    if not (table / "_lakestats").exists():
+        compute_measured(table, workers)
     with redis_url() as url, make_invoker("local", workers) as invoker:
-        if not (table / "_lakestats").exists():
-            compute_measured(table, workers)
-        for column in ("l_extendedprice", "l_orderkey"):
-            stats = lakestats.open(str(table))
-            ours, answer = timed(lambda c=column: stats.quantiles(
-                c, QS, exact=True, settings=Settings(redis_url=url), invoker=invoker))
-            duck, truth = timed(lambda c=column: con.execute(
-                f"SELECT quantile_disc({c}, {QS}) FROM read_parquet('{table}/*.parquet')"
-            ).fetchall()[0][0])
-            assert [a["value"] for a in answer["quantiles"]] == [str(v) for v in truth]
-            path = "distributed sort" if stats.has_ranks(column) else "frequency list"
-            print(f"T4 quantiles --exact {column}: {ours:.2f} s ({path}); DuckDB quantile_disc "
-                  f"{duck:.2f} s -> {ours / duck:.1f}x (target <= 4x)", flush=True)
+        found = beside_duckdb(table, ["l_extendedprice", "l_orderkey"], QS, workers, url, invoker)
+    for column, r in found.items():
+        print(f"T4 quantiles --exact {column}: {r['lakestats']:.2f} s ({r['path']}); DuckDB "
+              f"quantile_disc {r['duckdb']:.2f} s -> {r['lakestats'] / r['duckdb']:.1f}x "
+              "(target <= 4x)", flush=True)
 
 
 def t7(workers: int) -> None:

@@ -151,8 +151,6 @@ ENTRY = ["path", "etag", "fingerprint", "partition_values", "row_count", "size"]
 def fields(index_schema: pa.Schema, names: list[str], leave_out: tuple[str, ...]) -> list[str]:
     """`names` with each column's statistics spelt out, but those in `leave_out` (Parquet
     reads a struct's fields alone)."""
-    if not leave_out:
-        return names
     structs = {f.name: f.type for f in index_schema if pa.types.is_struct(f.type)}
     return [n for name in names for n in ([f"{name}.{f.name}" for f in structs[name]
                                            if f.name not in leave_out]

@@ -64,8 +64,10 @@ class StatisticsReader:
         the statistics of `columns` (all, or none with an empty list), but those named in
         `leave_out` (a column's `values` lists are most of the index)."""
         parquet = self._open(self.version_dir(), INDEX)
-        return parquet.read(columns=index.fields(parquet.schema_arrow, index.names(
-            self.schema(), columns, base), leave_out))
+        names = index.names(self.schema(), columns, base)
+        if leave_out:           # Arrow remakes the schema at each ask: only when needed
+            names = index.fields(parquet.schema_arrow, names, leave_out)
+        return parquet.read(columns=names)
 
     def index_statistic(self, column: str, statistic: str) -> pa.Array:
         """One statistic of `column` over the index's partitions (null where a partition

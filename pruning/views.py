@@ -25,7 +25,8 @@ from lakestats.pruning.predicate import StatsView
 from lakestats.pruning.ranges import Flags
 
 ALWAYS = Flags(True, False, False)
-# what a plan reads of each partition besides the columns' statistics
+# what a plan reads of each partition besides the columns' statistics (Partitions takes them
+# in this order)
 PLAN_BASE = ["path", "size", "fingerprint", "row_count", "partition_values"]
 
 
