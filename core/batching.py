@@ -18,3 +18,17 @@ def runs(items: Iterable[tuple[T, int]], limit: int) -> Iterator[list[T]]:
         held += size
     if run:
         yield run
+
+
+def packs(sizes: list[int], budget: int, open_cost: int, workers: int,
+          per_worker: int = 4) -> list[list[int]]:
+    """Items (by index, in order) in packs, one worker call each, by Spark's rule for splits:
+    each item counts its size plus `open_cost` (what opening it costs, counted as size), and a
+    pack holds at most `budget`, no less than one open cost, and no more than an even share of
+    the whole over `per_worker` calls per worker (so that every worker gets work). `budget` 0:
+    one item a pack."""
+    if budget <= 0:
+        return [[i] for i in range(len(sizes))]
+    costs = [size + open_cost for size in sizes]
+    split = min(budget, max(open_cost, sum(costs) // (per_worker * max(1, workers))))
+    return list(runs(enumerate(costs), split))

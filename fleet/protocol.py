@@ -32,7 +32,7 @@ import functools
 import importlib
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakestats.core.errors import LakestatsError, ServiceUnavailable
 from lakestats.core.settings import RANGE_SET_SIZE
@@ -160,10 +160,18 @@ class FrequencyColumn:
 
 
 @dataclass(frozen=True)
+class PartitionCounts:
+    """A partition whose stored frequencies a send or confirm reads."""
+    stats_dir: str
+    held: list[int]                 # the task's columns (k) it holds
+    retyped: list[FrequencyColumn] = field(default_factory=list)  # those it types otherwise
+
+
+@dataclass(frozen=True)
 class FrequencyTask:
-    index: int                      # the sender (a partition) or receiver (a bin, a batch)
+    index: int                      # the sender (a pack of partitions) or receiver (a bin, a batch)
     columns: list[FrequencyColumn]
-    stats_dir: str | None = None    # the partition's statistics (send, confirm)
+    partitions: list[PartitionCounts] = field(default_factory=list)    # send, confirm
 
 
 @dataclass(frozen=True)

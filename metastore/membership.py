@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.metastore import files
-from lakestats.metastore.layout import BLOOMS, STATISTICS, Layout
+from lakestats.metastore.layout import BLOOMS, Layout
 from lakestats.metastore.store import DataFile
 
 class BloomPack:
@@ -42,7 +42,7 @@ class BloomPack:
 def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_distinct: int,
             pack: BloomPack) -> dict[str, dict[str, dict]]:
     """path -> column -> the index's membership fields, for the added partitions (whose
-    statistics tables are given); their Bloom filters go into `pack`."""
+    statistics tables are given, with their Bloom filters); the filters go into `pack`."""
     def read(item: tuple[DataFile, pa.Table]) -> tuple[str, dict, dict]:
         f, stats = item
         directory = layout.partition(f.rel_path, f.fingerprint)
@@ -54,9 +54,8 @@ def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_di
             for name in small:
                 rows = freq.filter(pc.equal(freq["column"], name))
                 values[name] = rows.select(["value", "frequency"]).to_pylist()
-        blooms = directory.read_parquet(STATISTICS, columns=["column", "bloom_filter"])
-        blooms = {c: b for c, b in zip(blooms["column"].to_pylist(),
-                                       blooms["bloom_filter"].to_pylist()) if b is not None}
+        blooms = {c: b for c, b in zip(stats["column"].to_pylist(),
+                                       stats["bloom_filter"].to_pylist()) if b is not None}
         return f.rel_path, values, blooms
 
     with ThreadPoolExecutor(16) as pool:

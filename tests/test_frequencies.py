@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakestats.core import types as ty
+from lakestats.core.batching import packs
 from lakestats.core.settings import FrequencySettings
 from lakestats.cli import main
 from lakestats.metastore.reader import StatisticsReader
@@ -134,6 +135,42 @@ def test_low_distinct_in_many_batches_is_byte_identical(table, by_algorithm, tmp
     binned, binned_report = by_algorithm["binned"]
     assert (tmp_path / "versions" / report.version / "frequencies.parquet").read_bytes() == \
         (binned / "versions" / binned_report.version / "frequencies.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_packs_of_partitions_give_the_file_of_one_partition_a_call(tmp_path, run, monkeypatch,
+                                                                   algorithm):
+    """The send and confirm steps read several partitions a call, their counts summed: the
+    same frequencies.parquet as one partition a call (pack_bytes 0), and the oracle's counts,
+    with a column that is int32 in some files and float64 in others (re-rendered per file)."""
+    from lakestats.algorithms.frequencies import driver
+    root = tmp_path / "t"
+    for i in range(24):
+        rng = np.random.default_rng(i)
+        part = tricky(i).select(["uid", "shared", "text"])
+        mixed = rng.integers(0, 40, ROWS)
+        write(root / f"part-{i:02d}.parquet", part.append_column(
+            "mixed", pa.array(mixed, pa.int32() if i % 2 else pa.float64())))
+    largest = {}                                  # budget -> the largest pack of partitions
+    monkeypatch.setattr(driver, "packs", lambda values, budget, *rest: largest.update(
+        {budget: max([largest.get(budget, 0)] + [len(p) for p in packs(values, budget, *rest)])
+         }) or packs(values, budget, *rest))
+    files = {}
+    for budget in (0, 128 << 20):
+        stats_root = tmp_path / f"stats-{budget}"
+        report = run(root, stats_root=str(stats_root), pack_bytes=budget,
+                     frequencies=FrequencySettings(algorithm, all_values=True, **SMALL))
+        files[budget] = (stats_root / "versions" / report.version /
+                         "frequencies.parquet").read_bytes()
+    assert largest[0] == 1 and largest[(128 << 20) // driver.VALUE_BYTES] > 1, largest
+    assert files[0] == files[128 << 20]
+    counts = Counter()
+    for f in sorted(root.glob("*.parquet")):
+        values = pq.read_table(f, columns=["mixed"])["mixed"].combine_chunks()
+        counts.update(ty.to_text(values.cast(pa.float64())).to_pylist())
+    freq = StatisticsReader(str(tmp_path / f"stats-{128 << 20}")).frequencies("mixed")
+    assert list(zip(freq["value"].to_pylist(), freq["frequency"].to_pylist())) == \
+        expected_rows(counts, keep_once=True)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -12,19 +12,24 @@ from lakestats.algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE
 from lakestats.algorithms.frequencies.choice import (ColumnFrequencies, PlannedColumn, distinct_sum,
                                                      plan)
 from lakestats.algorithms.frequencies.collect import streams, write
+from lakestats.core.batching import packs
 from lakestats.core.bloom import BloomFilter
-from lakestats.core.settings import Settings
+from lakestats.core.settings import OPEN_COST_BYTES, Settings
 from lakestats.fleet.fanout import Progress, fan_out, results
 from lakestats.fleet.invokers import Invoker
 from lakestats.fleet.jobs import JobScope
 from lakestats.fleet.protocol import (FREQUENCY_CONFIRM, FREQUENCY_REDUCE, FREQUENCY_SEND,
-                                      FrequencyResult, FrequencyTask, StepEvent)
+                                      FrequencyColumn, FrequencyResult, FrequencyTask,
+                                      PartitionCounts, StepEvent)
 from lakestats.metastore import index
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 
 BLOOM_ERROR_RATE = 0.01
+# a value's bytes, for packing partitions' counts by the partition step's byte budget (2M
+# values, a few hundred MB at most in a worker, for the default 128 MiB)
+VALUE_BYTES = 64
 
 
 def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Table,
@@ -58,12 +63,21 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Calla
     schemas = dict(index.schemas(partitions))
 
     def per_partition(step: str, algorithms: tuple[str, ...]) -> list[StepEvent]:
+        """The step's calls: packs of the partitions holding its columns."""
+        used = [c for c in columns if c.result.algorithm in algorithms]
+        held = [(i, p, [c for c in used if p in c.stats]) for i, p in enumerate(paths)]
+        held = [h for h in held if h[2]]
+        values = [sum(c.stats[p]["distinct_count"] or 0 for c in cs) for _, p, cs in held]
         events = []
-        for i, p in enumerate(paths):
-            specs = [c.for_partition(schemas[p].field(c.field.name)) for c in columns
-                     if c.result.algorithm in algorithms and p in c.stats]
-            if specs:
-                events.append(StepEvent(step, p, FrequencyTask(i, specs, stats_dir(p))))
+        for pack in packs(values, settings.pack_bytes // VALUE_BYTES,
+                          OPEN_COST_BYTES // VALUE_BYTES, invoker.workers):
+            members = [held[j] for j in pack]
+            ks = {c.k for _, _, cs in members for c in cs}
+            first, name = members[0][:2]
+            events.append(StepEvent(step, name + (f" +{len(pack) - 1}" if len(pack) > 1 else ""),
+                                    FrequencyTask(first, [c.spec for c in used if c.k in ks], [
+                PartitionCounts(stats_dir(p), [c.k for c in cs], _retyped(cs, schemas[p]))
+                for _, p, cs in members])))
         return events
 
     def run(events: list[StepEvent], step: str) -> list[FrequencyResult]:
@@ -88,6 +102,12 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Calla
     if progress:
         progress(0, 1, "table frequencies: write")
     return streams(columns, scope, len(paths), done[:len(confirm)], done[len(confirm):])
+
+
+def _retyped(columns: list[PlannedColumn], partition: pa.Schema) -> list[FrequencyColumn]:
+    """The specs of the columns a partition types otherwise than the table."""
+    specs = [c.for_partition(partition.field(c.field.name)) for c in columns]
+    return [s for s in specs if s.retype]
 
 
 def _add_bytes(columns: list[PlannedColumn], done: list[FrequencyResult]) -> None:

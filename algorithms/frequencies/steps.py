@@ -1,7 +1,10 @@
-"""The worker steps of exact table-level frequencies. Every step starts from the partition's
+"""The worker steps of exact table-level frequencies. Every step starts from the partitions'
 stored frequencies.parquet, so an incremental update never redoes a partition's scan. One call
-per partition (or per bin) covers every column the step applies to."""
+per pack of partitions (or per bin) covers every column the step applies to; a pack sends as
+one sender, its partitions' counts summed."""
 from __future__ import annotations
+
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +36,32 @@ def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]
             source, target = (files.decode_schema(s).field(0).type for s in c.retype)
             counts = counts.set_column(0, "value", ty.retext(counts["value"], source, target))
         out[c.k] = counts
+    return out
+
+
+def _pack(task, columns: list[FrequencyColumn]) -> Iterator[dict[int, pa.Table]]:
+    """Each of the pack's partitions' counts of those of `columns` it holds."""
+    wanted = {c.k: c for c in columns}
+    for p in task.partitions:
+        specs = {**wanted, **{c.k: c for c in p.retyped if c.k in wanted}}
+        yield _read(p.stats_dir, [specs[k] for k in p.held if k in wanted])
+
+
+def _summed(tables: list[pa.Table]) -> pa.Table:
+    """A pack's counts of a column: each value once, its frequencies summed."""
+    if len(tables) == 1:
+        return tables[0]
+    both = pa.concat_tables(tables)
+    values, counts = sum_by_value(both["value"], both["frequency"].to_numpy())
+    return pa.table({"value": values, "frequency": counts})
+
+
+def _by_column(task, columns: list[FrequencyColumn]) -> dict[int, list[pa.Table]]:
+    """Each column's counts in the pack's partitions that hold it."""
+    out: dict[int, list[pa.Table]] = {c.k: [] for c in columns}
+    for counts in _pack(task, columns):
+        for k, table in counts.items():
+            out[k].append(table)
     return out
 
 
@@ -69,13 +98,13 @@ def bin_of(counts: pa.Table, column: FrequencyColumn) -> np.ndarray:
 
 
 def send(event: StepEvent) -> FrequencyResult:
-    """Step 1, per partition. low-distinct: send each batch's reducer the counts of its
-    columns, in one payload. binned: cut the counts into bins and send bin b to reducer b.
-    low-duplicate: send the coordinator the values' hashes for its Bloom filter, flagging those
-    repeated within this partition."""
+    """Step 1, per pack of partitions, their counts summed. low-distinct: send each batch's
+    reducer the counts of its columns, in one payload. binned: cut the counts into bins and
+    send bin b to reducer b. low-duplicate: send the coordinator the values' hashes for its
+    Bloom filter, flagging those repeated within this pack."""
     task = event.task
     exchange, _ = for_event(event)
-    counts = _read(task.stats_dir, task.columns)
+    counts = {k: _summed(tables) for k, tables in _by_column(task, task.columns).items()}
     outcomes = _send_batches(exchange, task.index, [c for c in task.columns
                                                     if c.algorithm == LOW_DISTINCT], counts)
     for c in task.columns:
@@ -122,26 +151,27 @@ def _keyed(k: int, counts: pa.Table) -> pa.Table:
 
 
 def confirm(event: StepEvent) -> FrequencyResult:
-    """Step 3 of low-duplicate, per partition: the broadcast candidates that this partition
-    holds go to Redis with their counts. With keep_once, the other values (each seen once in
-    the whole table) go to the coordinator sorted, to be merged into the exhaustive list."""
+    """Step 3 of low-duplicate, per pack of partitions: the broadcast candidates that its
+    partitions hold go to Redis with their counts (summed over the pack; `reports` counts
+    each partition's). With keep_once, the other values (each seen once in the whole table)
+    go to the coordinator sorted, to be merged into the exhaustive list."""
     task = event.task
     columns = [c for c in task.columns if c.algorithm == LOW_DUPLICATE]
     exchange, small = for_event(event)
-    counts = _read(task.stats_dir, columns)
     outcomes = []
-    for c in columns:
-        table = counts[c.k]
+    for c, tables in zip(columns, _by_column(task, columns).values()):
         candidates = small.get_all(channel(c.k, "candidates"), 0)
         candidates = candidates[0]["hash"] if candidates else pa.array([], pa.uint64())
-        held = pc.is_in(pa.array(hashing.hash_text(table["value"])), value_set=candidates)
-        confirmed = table.filter(held)
-        moved = _stage(event, c.k, confirmed)
+        held = [pc.is_in(pa.array(hashing.hash_text(t["value"])), value_set=candidates)
+                for t in tables]
+        confirmed = [t.filter(h) for t, h in zip(tables, held)]
+        moved = _stage(event, c.k, _summed(confirmed))
         if c.keep_once:
-            once = table.filter(pc.invert(held))
+            once = pa.concat_tables([t.filter(pc.invert(h)) for t, h in zip(tables, held)])
             once = once.take(pc.sort_indices(once["value"]))
             moved += exchange.put(channel(c.k, "once"), task.index, 0, once)
-        outcomes.append(ColumnOutcome(c.k, bytes=moved, reports=confirmed.num_rows))
+        outcomes.append(ColumnOutcome(c.k, bytes=moved,
+                                      reports=sum(t.num_rows for t in confirmed)))
     return FrequencyResult(outcomes)
 
 

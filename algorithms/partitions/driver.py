@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from lakestats.core import batching
 from lakestats.core.settings import OPEN_COST_BYTES, Settings
 from lakestats.fleet.fanout import Progress, fan_out, retries
 from lakestats.fleet.invokers import Invoker
@@ -79,19 +80,6 @@ def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[
 
 
 def packs(sizes: list[int], budget: int, workers: int) -> list[list[int]]:
-    """The files (by index, in order) in packs of at most the split size: `budget` bytes, no
-    less than one file's open cost, no more than an even share of the work per worker over
-    PACKS_PER_WORKER; each file counts its bytes and the open cost. `budget` 0: one a pack."""
-    if budget <= 0:
-        return [[i] for i in range(len(sizes))]
-    costs = [size + OPEN_COST_BYTES for size in sizes]
-    split = min(budget, max(OPEN_COST_BYTES, sum(costs) // (PACKS_PER_WORKER * max(1, workers))))
-    out: list[list[int]] = []
-    held = 0
-    for i, cost in enumerate(costs):
-        if not out or held + cost > split:
-            out.append([])
-            held = 0
-        out[-1].append(i)
-        held += cost
-    return out
+    """The files (by index, in order) in packs of at most `budget` bytes, each file counting
+    its bytes and OPEN_COST_BYTES (core.batching.packs). `budget` 0: one a pack."""
+    return batching.packs(sizes, budget, OPEN_COST_BYTES, workers, PACKS_PER_WORKER)

@@ -40,11 +40,12 @@ class SchemaDriftError(DataCorrupt):
 
 
 def statistics(stats_dir: Store) -> pa.Table:
-    """A partition's statistics without sketches or Bloom filters: what its index row holds.
-    (Files written before a statistic existed lack its column.)"""
+    """A partition's statistics without the sketches a reduction merges: what its index row
+    holds, and its Bloom filters (metastore.membership packs them). (Files written before a
+    statistic existed lack its column.)"""
     parquet = stats_dir.open_parquet(STATISTICS)
     return parquet.read(columns=[n for n in parquet.schema_arrow.names
-                                 if n not in schema.SKETCH_NAMES])
+                                 if n not in schema.MERGED_SKETCHES])
 
 
 # column sketches or histograms held at once while folding: a bound on the coordinator's memory
