@@ -16,6 +16,7 @@ are still read whole). A table without statistics (no manifest) has every file u
 """
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,15 +72,27 @@ class Freshness:
 
 
 def freshness(table_uri: str, manifest: Manifest | None, published: dict[str, str],
-              assume_current: bool = False) -> Freshness:
+              assume_current: bool = False, listed: Future | None = None) -> Freshness:
     """`published`: the version's files, path -> fingerprint; `manifest`: the version's, None
-    for a table without statistics (its format is then found at its root)."""
+    for a table without statistics (its format is then found at its root); `listed`: the
+    table's snapshot, from `list_ahead`."""
     form = manifest.format if manifest else detect(Store(table_uri))
     if assume_current and manifest:
         return Freshness(table_uri, manifest, form, True, unknown=sorted(manifest.missing))
-    snapshot = open_snapshot(table_uri, Selection(form))
+    snapshot = listed.result() if listed else open_snapshot(table_uri, Selection(form))
     now = {f.rel_path: f for f in snapshot.files}
     gone = {p for p in published if p not in now}
     unknown = sorted(p for p, f in now.items() if published.get(p) != f.fingerprint)
     return Freshness(table_uri, manifest, form, False, now, gone, unknown,
                      None if form == "parquet" else snapshot)
+
+
+_LISTER = ThreadPoolExecutor(1, thread_name_prefix="lakestats-listing")
+
+
+def list_ahead(table_uri: str, manifest: Manifest, assume_current: bool) -> Future | None:
+    """The table's current snapshot, listed in the background while a plan reads the
+    statistics (Arrow's reads let go of the interpreter); None when no listing is needed."""
+    if assume_current:
+        return None
+    return _LISTER.submit(open_snapshot, table_uri, Selection(manifest.format))

@@ -35,7 +35,7 @@ from lakestats.metastore.histograms import histogram_bins
 from lakestats.metastore.layout import HISTOGRAMS
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.pruning.batch import CONSTANTS, evaluate_arrays
-from lakestats.pruning.freshness import Freshness, freshness
+from lakestats.pruning.freshness import Freshness, freshness, list_ahead
 from lakestats.pruning.predicate import (PredicateError, StatsView, columns_of, parse,
                                          value_range)
 from lakestats.pruning.ranges import session_zone
@@ -97,6 +97,8 @@ def _collector_paused():
 def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | None,
            order_by: str | None, table_uri: str | None, assume_current: bool) -> PruneResult:
     stats = stats_root if isinstance(stats_root, StatisticsReader) else StatisticsReader(stats_root)
+    uri = table_uri or stats.manifest.table
+    listed = list_ahead(uri, stats.manifest, assume_current)
     schema = stats.schema()
     node = parse(where) if where else None
     order = parse_order(order_by)
@@ -110,13 +112,14 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     if order and order[0] not in schema.names and order[0] not in hive:
         raise PredicateError(unknown_column(order[0], schema.names + sorted(hive)))
     paths = partitions.paths
-    now = freshness(table_uri or stats.manifest.table, stats.manifest,
-                    dict(zip(paths, partitions.fingerprints)), assume_current)
-    described = now.described_all(paths)
-    may = fully = described
     flags = None
     if node is not None:    # over every partition: the membership test knows them by position
         flags = evaluate_arrays(node, partitions, membership_of(partitions))
+    now = freshness(uri, stats.manifest, dict(zip(paths, partitions.fingerprints)),
+                    assume_current, listed)
+    described = now.described_all(paths)
+    may = fully = described
+    if flags is not None:
         may = flags.true & described
         fully = may & ~flags.false & ~flags.null
     matching = Matching(partitions, may, flags)
