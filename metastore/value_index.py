@@ -56,13 +56,10 @@ def encode(column: str, entries: pa.Table, paths: pa.Array | None) -> pa.Table:
     as a layer's are)."""
     if entries.num_rows == 0:
         return SCHEMA.empty_table()
-    entries = entries.sort_by([("value", "ascending"), ("path", "ascending")])
-    values = entries["value"].combine_chunks()
-    runs = pc.run_end_encode(values)
-    ends = runs.run_ends.to_numpy()
-    starts = np.concatenate([[0], ends[:-1]])
-    holders = ends - starts
-    counts = entries["frequency"].to_numpy()
+    distinct, order, starts, path = _by_value_and_path(entries)
+    holders = np.diff(np.append(starts, len(order)))
+    counts = entries["frequency"].to_numpy()[order]
+    path_codes = path.indices.to_numpy()[order]
     totals = np.add.reduceat(counts, starts)
     n = 0 if paths is None else len(paths)
     dense = holders * 2 > n if paths is not None else np.zeros(len(starts), bool)
@@ -72,28 +69,54 @@ def encode(column: str, entries: pa.Table, paths: pa.Array | None) -> pa.Table:
     offsets = np.concatenate([[0], np.cumsum(holders[sparse_rows])]).astype(np.int32)
     sparse = pa.table({
         "column": pa.repeat(pa.scalar(column), sparse_rows.size),
-        "value": runs.values.take(pa.array(sparse_rows)),
+        "value": distinct.take(pa.array(sparse_rows)),
         "frequency": totals[sparse_rows],
-        "partitions": pa.ListArray.from_arrays(offsets, entries["path"].combine_chunks().take(take)),
+        "partitions": pa.ListArray.from_arrays(offsets, path.dictionary.take(
+            pa.array(path_codes[take]))),
         "frequencies": pa.ListArray.from_arrays(offsets, pa.array(counts[take]))}, schema=SCHEMA)
     dense_rows = np.flatnonzero(dense)
     if not dense_rows.size:
         return sparse
-    ordinal = pc.index_in(entries["path"], value_set=paths).to_numpy(zero_copy_only=False)
+    ordinal = pc.index_in(path.dictionary, value_set=paths).to_numpy(
+        zero_copy_only=False)[path_codes]
     row_of = np.repeat(np.arange(len(starts)), holders)
-    which = np.searchsorted(dense_rows, row_of)
     mine = dense[row_of]
     grid = np.zeros((dense_rows.size, n), np.int64)
-    grid[which[mine], ordinal[mine]] = counts[mine]
+    grid[(np.cumsum(dense) - 1)[row_of[mine]], ordinal[mine]] = counts[mine]
     dense_table = pa.table({
         "column": pa.repeat(pa.scalar(column), dense_rows.size),
-        "value": runs.values.take(pa.array(dense_rows)),
+        "value": distinct.take(pa.array(dense_rows)),
         "frequency": totals[dense_rows],
         "partitions": pa.nulls(dense_rows.size, pa.list_(pa.string())),
         "frequencies": pa.ListArray.from_arrays(
             pa.array(np.arange(dense_rows.size + 1, dtype=np.int32) * n), pa.array(grid.ravel()))},
         schema=SCHEMA)
-    return pa.concat_tables([sparse, dense_table]).sort_by("value")
+    return pa.concat_tables([sparse, dense_table]).take(  # rows back in value order
+        np.argsort(np.concatenate([sparse_rows, dense_rows])))
+
+
+def _by_value_and_path(entries: pa.Table
+                       ) -> tuple[pa.Array, np.ndarray, np.ndarray, pa.DictionaryArray]:
+    """The distinct values in byte order; the order of the entries by (value, path) bytes;
+    where each value's entries start in it; the paths, dictionary-encoded. Text is sorted
+    once per distinct value and path, the entries by integer ranks (sorting the entries'
+    text was half of a wide table's index)."""
+    value = pc.dictionary_encode(entries["value"].combine_chunks())
+    path = pc.dictionary_encode(entries["path"].combine_chunks())
+    value_order = pc.sort_indices(value.dictionary).to_numpy()
+    value_rank = _ranks(value_order)[value.indices.to_numpy()]
+    path_rank = _ranks(pc.sort_indices(path.dictionary).to_numpy())[path.indices.to_numpy()]
+    order = np.argsort(value_rank * len(path.dictionary) + path_rank)   # pairs are unique
+    value_rank = value_rank[order]
+    starts = np.flatnonzero(np.append(True, value_rank[1:] != value_rank[:-1]))
+    return value.dictionary.take(pa.array(value_order)), order, starts, path
+
+
+def _ranks(order: np.ndarray) -> np.ndarray:
+    """Each item's place in `order` (a permutation)."""
+    ranks = np.empty(len(order), np.int64)
+    ranks[order] = np.arange(len(order))
+    return ranks
 
 
 def entries(rows: pa.Table, paths: Callable[[], pa.Array]) -> pa.Table:
