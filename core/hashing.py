@@ -98,7 +98,14 @@ def kmv(distinct_hashes: np.ndarray, k: int = KMV_K) -> np.ndarray:
 def kmv_merge(sketches: list[np.ndarray], k: int = KMV_K) -> np.ndarray:
     """Sketches of overlapping sets: the union's k smallest distinct hashes."""
     union = np.concatenate(sketches) if sketches else np.empty(0, np.uint64)
-    return np.unique(union)[:k]
+    return distinct_sorted(union)[:k]
+
+
+def distinct_sorted(hashes: np.ndarray) -> np.ndarray:
+    """np.unique of integers, by a sort and one comparison: NumPy 2's unique hashes first,
+    8x slower on a merge of 20 KMV sketches."""
+    ordered = np.sort(hashes)
+    return ordered[np.append(True, ordered[1:] != ordered[:-1])] if len(ordered) else ordered
 
 
 def kmv_estimate(sketch: np.ndarray, k: int = KMV_K) -> float:

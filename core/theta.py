@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakestats.core.hashing import distinct_sorted
+
 SEED = 9001
 K = 4096
 MAX_THETA = (1 << 63) - 1
@@ -160,10 +162,9 @@ def sketch(theta_hashes: np.ndarray, theta: int = MAX_THETA) -> bytes:
     theta_hashes = theta_hashes[theta_hashes < np.uint64(theta)]
     smallest = np.partition(theta_hashes, K)[:K + 1] if len(theta_hashes) > K \
         else theta_hashes
-    unique = np.unique(smallest)    # small: NumPy's unique is slow on millions of values
+    unique = distinct_sorted(smallest)
     if len(unique) <= K < len(theta_hashes):        # hashes repeated: all of them, sorted
-        ordered = np.sort(theta_hashes)
-        unique = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))][:K + 1]
+        unique = distinct_sorted(theta_hashes)[:K + 1]
     if len(unique) > K:
         theta, unique = int(unique[K]), unique[:K]
     return _serialized(unique, theta)

@@ -14,6 +14,7 @@ from lakestats.algorithms.frequencies.choice import (ColumnFrequencies, PlannedC
 from lakestats.algorithms.frequencies.collect import streams, write
 from lakestats.core.batching import packs
 from lakestats.core.bloom import BloomFilter
+from lakestats.core.hashing import distinct_sorted
 from lakestats.core.settings import OPEN_COST_BYTES, Settings
 from lakestats.fleet.fanout import Progress, fan_out, results
 from lakestats.fleet.invokers import Invoker
@@ -129,7 +130,8 @@ def _candidates(c: PlannedColumn, scope: JobScope) -> None:
         seen = bloom.contains(hashes) | batch["repeated"].to_numpy(zero_copy_only=False)
         candidates.append(hashes[seen])
         bloom.add(hashes)
-    unique = np.unique(np.concatenate(candidates)) if candidates else np.empty(0, np.uint64)
+    unique = distinct_sorted(np.concatenate(candidates)) if candidates else \
+        np.empty(0, np.uint64)
     c.result.bytes += scope.small.put(channel(c.k, "candidates"), 0, 0, pa.table({"hash": unique}))
 
 
