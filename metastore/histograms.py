@@ -99,7 +99,9 @@ def histogram_bins(table: pa.Table, name: str) -> list[dict]:
 def write(out: Store, table: pa.Table) -> None:
     groups = max(1, MAX_CHUNKS // max(1, table.num_columns))
     size = max(ROW_GROUP_BINS, math.ceil(table.num_rows / groups))
-    out.write_parquet(table, HISTOGRAMS, row_group_size=size)
+    # bin edges and counts seldom repeat: dictionaries make the file larger and slower to
+    # write and read (a 1,000-column file: 7.0 -> 4.6 MB)
+    out.write_parquet(table, HISTOGRAMS, row_group_size=size, use_dictionary=False)
 
 
 def bins_between(directory: Store, name: str, arrow_type: pa.DataType,
