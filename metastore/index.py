@@ -62,11 +62,28 @@ def _column(rows: list[dict | None], field: pa.Field) -> pa.StructArray:
         elif child.name == "range_set":
             children.append(_range_sets([r.get("range_set") if r else None for r in rows],
                                         field.type, child.type))
+        elif child.name == "values":
+            children.append(_values([r.get("values") if r else None for r in rows], child.type))
         else:
             children.append(pa.array([r.get(child.name) if r else None for r in rows],
                                      child.type))
     absent = pa.array([r is None for r in rows], pa.bool_())
     return pa.StructArray.from_arrays(children, fields=list(struct), mask=absent)
+
+
+def _values(tables: list[pa.Table | None], list_type: pa.DataType) -> pa.ListArray:
+    """The membership values (metastore.membership: a table of (value, frequency), or None)
+    as one list array, without a Python object per value."""
+    held = [t for t in tables if t is not None]
+    item = list_type.value_type
+    flat = pa.concat_tables(held).combine_chunks() if held else None
+    items = pa.StructArray.from_arrays(
+        [flat[f.name].combine_chunks().cast(f.type) for f in item] if flat is not None
+        else [pa.array([], f.type) for f in item], fields=list(item))
+    sizes = np.array([0 if t is None else t.num_rows for t in tables], np.int32)
+    offsets = pa.array(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32))
+    return pa.ListArray.from_arrays(offsets, items, type=list_type,
+                                    mask=pa.array([t is None for t in tables], pa.bool_()))
 
 
 def _range_sets(texts: list[list[str] | None], arrow_type: pa.DataType,

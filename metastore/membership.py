@@ -15,7 +15,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakestats.metastore import files
 from lakestats.metastore.layout import BLOOMS, Layout
@@ -42,7 +41,8 @@ class BloomPack:
 def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_distinct: int,
             pack: BloomPack) -> dict[str, dict[str, dict]]:
     """path -> column -> the index's membership fields, for the added partitions (whose
-    statistics tables are given, with their Bloom filters); the filters go into `pack`."""
+    statistics tables are given, with their Bloom filters): a column's values as a table of
+    (value, frequency), its filter's place in `pack`."""
     def read(item: tuple[DataFile, pa.Table]) -> tuple[str, dict, dict]:
         f, stats = item
         directory = layout.partition(f.rel_path, f.fingerprint)
@@ -51,9 +51,9 @@ def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_di
         values = {}
         if small:
             freq = files.read_frequencies(directory, small)
-            for name in small:
-                rows = freq.filter(pc.equal(freq["column"], name))
-                values[name] = rows.select(["value", "frequency"]).to_pylist()
+            runs = dict(files.column_runs(freq))
+            values = {name: runs.get(name, freq.slice(0, 0)).select(["value", "frequency"])
+                      for name in small}
         blooms = {c: b for c, b in zip(stats["column"].to_pylist(),
                                        stats["bloom_filter"].to_pylist()) if b is not None}
         return f.rel_path, values, blooms
