@@ -169,7 +169,7 @@ class PartitionCounts:
 
 @dataclass(frozen=True)
 class FrequencyTask:
-    index: int                      # the sender (a pack of partitions) or receiver (a bin, a batch)
+    index: int                      # sender: a pack of partitions; receiver: a bin, a batch
     columns: list[FrequencyColumn]
     partitions: list[PartitionCounts] = field(default_factory=list)    # send, confirm
 

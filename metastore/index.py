@@ -74,12 +74,12 @@ def _column(rows: list[dict | None], field: pa.Field) -> pa.StructArray:
 def _values(tables: list[pa.Table | None], list_type: pa.DataType) -> pa.ListArray:
     """The membership values (metastore.membership: a table of (value, frequency), or None)
     as one list array, without a Python object per value."""
-    held = [t for t in tables if t is not None]
     item = list_type.value_type
-    flat = pa.concat_tables(held).combine_chunks() if held else None
-    items = pa.StructArray.from_arrays(
-        [flat[f.name].combine_chunks().cast(f.type) for f in item] if flat is not None
-        else [pa.array([], f.type) for f in item], fields=list(item))
+    held = [t for t in tables if t is not None]
+    flat = pa.concat_tables(held) if held else pa.table({f.name: pa.array([], f.type)
+                                                          for f in item})
+    items = pa.StructArray.from_arrays([flat[f.name].combine_chunks().cast(f.type)
+                                        for f in item], fields=list(item))
     sizes = np.array([0 if t is None else t.num_rows for t in tables], np.int32)
     offsets = pa.array(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32))
     return pa.ListArray.from_arrays(offsets, items, type=list_type,

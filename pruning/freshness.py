@@ -87,7 +87,7 @@ def freshness(table_uri: str, manifest: Manifest | None, published: dict[str, st
                      None if form == "parquet" else snapshot)
 
 
-_LISTER = ThreadPoolExecutor(1, thread_name_prefix="lakestats-listing")
+_LISTER = ThreadPoolExecutor(8, thread_name_prefix="lakestats-listing")   # plans side by side
 
 
 def list_ahead(table_uri: str, manifest: Manifest, assume_current: bool) -> Future | None:

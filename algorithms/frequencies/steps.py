@@ -17,7 +17,8 @@ from lakestats.core.counting import sum_by_value
 from lakestats.fleet import protocol
 from lakestats.fleet.connections import client
 from lakestats.fleet.exchange import for_event
-from lakestats.fleet.protocol import ColumnOutcome, FrequencyColumn, FrequencyResult, StepEvent
+from lakestats.fleet.protocol import (ColumnOutcome, FrequencyColumn, FrequencyResult,
+                                      FrequencyTask, StepEvent)
 from lakestats.metastore import files
 from lakestats.metastore.store import Store
 
@@ -39,7 +40,7 @@ def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]
     return out
 
 
-def _pack(task, columns: list[FrequencyColumn]) -> Iterator[dict[int, pa.Table]]:
+def _pack(task: FrequencyTask, columns: list[FrequencyColumn]) -> Iterator[dict[int, pa.Table]]:
     """Each of the pack's partitions' counts of those of `columns` it holds."""
     wanted = {c.k: c for c in columns}
     for p in task.partitions:
@@ -56,7 +57,7 @@ def _summed(tables: list[pa.Table]) -> pa.Table:
     return pa.table({"value": values, "frequency": counts})
 
 
-def _by_column(task, columns: list[FrequencyColumn]) -> dict[int, list[pa.Table]]:
+def _by_column(task: FrequencyTask, columns: list[FrequencyColumn]) -> dict[int, list[pa.Table]]:
     """Each column's counts in the pack's partitions that hold it."""
     out: dict[int, list[pa.Table]] = {c.k: [] for c in columns}
     for counts in _pack(task, columns):
