@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lakestats.core import types as ty
-from lakestats.core.batching import packs
+from lakestats.core.batching import runs
 from lakestats.core.settings import FrequencySettings
 from lakestats.cli import main
 from lakestats.metastore.reader import StatisticsReader
@@ -151,24 +151,31 @@ def test_packs_of_partitions_give_the_file_of_one_partition_a_call(tmp_path, run
         mixed = rng.integers(0, 40, ROWS)
         write(root / f"part-{i:02d}.parquet", part.append_column(
             "mixed", pa.array(mixed, pa.int32() if i % 2 else pa.float64())))
-    largest = {}                                  # budget -> the largest pack of partitions
-    monkeypatch.setattr(driver, "packs", lambda values, budget, *rest: largest.update(
-        {budget: max([largest.get(budget, 0)] + [len(p) for p in packs(values, budget, *rest)])
-         }) or packs(values, budget, *rest))
-    files = {}
-    for budget in (0, 128 << 20):
-        stats_root = tmp_path / f"stats-{budget}"
+    largest = []                        # the largest call of each pack, in partitions
+
+    def recorded(*args):
+        calls = list(runs(*args))
+        largest.append(max(map(len, calls)))
+        return calls
+    monkeypatch.setattr(driver, "runs", recorded)
+    files = []
+    # one partition a call; packs; packs cut by their events' size (retyped specs are large)
+    for budget, event_bytes in ((0, driver.EVENT_BYTES), (128 << 20, driver.EVENT_BYTES),
+                                (128 << 20, 1)):
+        monkeypatch.setattr(driver, "EVENT_BYTES", event_bytes)
+        stats_root = tmp_path / f"stats-{len(files)}"
+        largest.clear()
         report = run(root, stats_root=str(stats_root), pack_bytes=budget,
                      frequencies=FrequencySettings(algorithm, all_values=True, **SMALL))
-        files[budget] = (stats_root / "versions" / report.version /
-                         "frequencies.parquet").read_bytes()
-    assert largest[0] == 1 and largest[(128 << 20) // driver.VALUE_BYTES] > 1, largest
-    assert files[0] == files[128 << 20]
+        files.append((stats_root / "versions" / report.version /
+                      "frequencies.parquet").read_bytes())
+        assert (max(largest) > 1) == (budget > 0 and event_bytes > 1), largest
+    assert files[0] == files[1] == files[2]
     counts = Counter()
     for f in sorted(root.glob("*.parquet")):
         values = pq.read_table(f, columns=["mixed"])["mixed"].combine_chunks()
         counts.update(ty.to_text(values.cast(pa.float64())).to_pylist())
-    freq = StatisticsReader(str(tmp_path / f"stats-{128 << 20}")).frequencies("mixed")
+    freq = StatisticsReader(str(tmp_path / "stats-1")).frequencies("mixed")
     assert list(zip(freq["value"].to_pylist(), freq["frequency"].to_pylist())) == \
         expected_rows(counts, keep_once=True)
 

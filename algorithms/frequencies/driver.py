@@ -12,7 +12,7 @@ from lakestats.algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE
 from lakestats.algorithms.frequencies.choice import (ColumnFrequencies, PlannedColumn, distinct_sum,
                                                      plan)
 from lakestats.algorithms.frequencies.collect import streams, write
-from lakestats.core.batching import packs
+from lakestats.core.batching import packs, runs
 from lakestats.core.bloom import BloomFilter
 from lakestats.core.hashing import distinct_sorted
 from lakestats.core.settings import OPEN_COST_BYTES, Settings
@@ -31,6 +31,9 @@ BLOOM_ERROR_RATE = 0.01
 # a value's bytes, for packing partitions' counts by the partition step's byte budget (2M
 # values, a few hundred MB at most in a worker, for the default 128 MiB)
 VALUE_BYTES = 64
+# a pack's event at most, beyond its columns' specs (Lambda takes 6 MB a request): partitions
+# that type thousands of columns otherwise than the table go fewer to a call
+EVENT_BYTES = 1 << 20
 
 
 def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Table,
@@ -72,13 +75,16 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Calla
         events = []
         for pack in packs(values, settings.pack_bytes // VALUE_BYTES,
                           OPEN_COST_BYTES // VALUE_BYTES, invoker.workers):
-            members = [held[j] for j in pack]
-            ks = {c.k for _, _, cs in members for c in cs}
-            first, name = members[0][:2]
-            events.append(StepEvent(step, name + (f" +{len(pack) - 1}" if len(pack) > 1 else ""),
-                                    FrequencyTask(first, [c.spec for c in used if c.k in ks], [
-                PartitionCounts(stats_dir(p), [c.k for c in cs], _retyped(cs, schemas[p]))
-                for _, p, cs in members])))
+            members = [(held[j], PartitionCounts(stats_dir(held[j][1]), [c.k for c in held[j][2]],
+                                                 _retyped(held[j][2], schemas[held[j][1]])))
+                       for j in pack]
+            for call in runs(((m, _event_bytes(m[1])) for m in members), EVENT_BYTES):
+                (first, name, _), _ = call[0]
+                ks = {c.k for (_, _, cs), _ in call for c in cs}
+                events.append(StepEvent(
+                    step, name + (f" +{len(call) - 1}" if len(call) > 1 else ""),
+                    FrequencyTask(first, [c.spec for c in used if c.k in ks],
+                                  [counts for _, counts in call])))
         return events
 
     def run(events: list[StepEvent], step: str) -> list[FrequencyResult]:
@@ -103,6 +109,12 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Calla
     if progress:
         progress(0, 1, "table frequencies: write")
     return streams(columns, scope, len(paths), done[:len(confirm)], done[len(confirm):])
+
+
+def _event_bytes(counts: PartitionCounts) -> int:
+    """About what a partition adds to a pack's event, as JSON."""
+    return 100 + len(counts.stats_dir) + 8 * len(counts.held) + sum(
+        200 + sum(map(len, c.retype)) for c in counts.retyped)
 
 
 def _retyped(columns: list[PlannedColumn], partition: pa.Schema) -> list[FrequencyColumn]:
