@@ -99,13 +99,17 @@ def bin_of(counts: pa.Table, column: FrequencyColumn) -> np.ndarray:
 
 
 def send(event: StepEvent) -> FrequencyResult:
-    """Step 1, per pack of partitions, their counts summed. low-distinct: send each batch's
-    reducer the counts of its columns, in one payload. binned: cut the counts into bins and
-    send bin b to reducer b. low-duplicate: send the coordinator the values' hashes for its
-    Bloom filter, flagging those repeated within this pack."""
+    """Step 1, per pack of partitions. low-distinct: send each batch's reducer the pack's
+    summed counts of its columns, in one payload. binned: cut the counts into bins and send
+    bin b to reducer b. low-duplicate: send the coordinator the hashes of the pack's values
+    for its Bloom filter, flagging those repeated within the pack."""
     task = event.task
     exchange, _ = for_event(event)
-    counts = {k: _summed(tables) for k, tables in _by_column(task, task.columns).items()}
+    binned = {c.k for c in task.columns if c.algorithm == BINNED}
+    # binned counts are summed by their reducers: summing a pack's here too was a second
+    # hash pass over millions of values (lineitem: 2.6 s of the steps' 18.5 s, one worker)
+    counts = {k: pa.concat_tables(tables) if k in binned else _summed(tables)
+              for k, tables in _by_column(task, task.columns).items()}
     outcomes = _send_batches(exchange, task.index, [c for c in task.columns
                                                     if c.algorithm == LOW_DISTINCT], counts)
     for c in task.columns:
