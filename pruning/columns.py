@@ -13,8 +13,8 @@ import pyarrow.compute as pc
 from lakestats.core import schema as statistics_schema
 from lakestats.pruning.batch import ColumnRanges
 
-# a column's rows are made one by one for the first views asked (at least this many, up to
-# an eighth of the partitions), then all at once
+# a column's rows (and a partition's Hive values) are made one by one for the first views
+# asked (at least this many, up to an eighth of the partitions), then all at once
 ROWS_ONE_BY_ONE = 64
 ROW_FIELDS = ("row_count", "null_count", "nan_count", "distinct_count")
 BLOOM_FIELDS = ("bloom_pack", "bloom_offset", "bloom_length")
@@ -93,7 +93,7 @@ class ColumnStats:
         if self._rows is not None:
             return self._rows[i]
         self._asked += 1
-        if self._asked > max(ROWS_ONE_BY_ONE, len(self.struct) // 8):
+        if not one_by_one(self._asked, len(self.struct)):
             return self.rows[i]
         one = self.struct[i]
         if not one.is_valid:
@@ -121,6 +121,11 @@ class ColumnStats:
             row["bloom"] = tuple(p.values()) if p["bloom_pack"] else None
             row["low"], row["high"] = lo, hi
         return [row if held else None for row, held in zip(rows, struct.is_valid().to_pylist())]
+
+
+def one_by_one(asked: int, partitions: int) -> bool:
+    """Is the `asked`-th partition a plan asks for still made alone (ROWS_ONE_BY_ONE)?"""
+    return asked <= max(ROWS_ONE_BY_ONE, partitions // 8)
 
 
 def bounds(low: pa.Array, high: pa.Array) -> tuple[list, list]:

@@ -20,7 +20,7 @@ from lakestats.metastore.membership import read_blooms
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from lakestats.pruning.batch import ColumnRanges, FlagArrays, MemberAll, Views
-from lakestats.pruning.columns import NOT_READ_AHEAD, ColumnStats
+from lakestats.pruning.columns import NOT_READ_AHEAD, ColumnStats, one_by_one
 from lakestats.pruning.predicate import StatsView
 from lakestats.pruning.ranges import Flags
 
@@ -28,7 +28,6 @@ ALWAYS = Flags(True, False, False)
 # what a plan reads of each partition besides the columns' statistics (Partitions takes them
 # in this order)
 PLAN_BASE = ["path", "size", "fingerprint", "row_count", "partition_values"]
-VIEWS_ALONE = 100         # partitions whose Hive values are read one by one, before all are
 
 
 class Candidate:
@@ -152,11 +151,13 @@ class Partitions(Views):
 
     def hive(self, i: int) -> list[tuple[str, str | None]]:
         """Partition i's Hive directory values: each alone for the first views, all at
-        once when many are asked."""
+        once when many are asked (columns.one_by_one)."""
+        if not self.hive_names:
+            return []
         if self._hive is None:
             self._hive_asked += 1
-            if self._hive_asked <= VIEWS_ALONE or not self.hive_names:
-                return self._hive_column[i].as_py() if self.hive_names else []
+            if one_by_one(self._hive_asked, len(self.rows)):
+                return self._hive_column[i].as_py()
             self._hive = self._hive_column.to_pylist()
         return self._hive[i]
 

@@ -75,16 +75,16 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Calla
         events = []
         for pack in packs(values, settings.pack_bytes // VALUE_BYTES,
                           OPEN_COST_BYTES // VALUE_BYTES, invoker.workers):
-            members = [(held[j], PartitionCounts(stats_dir(held[j][1]), [c.k for c in held[j][2]],
-                                                 _retyped(held[j][2], schemas[held[j][1]])))
-                       for j in pack]
-            for call in runs(((m, _event_bytes(m[1])) for m in members), EVENT_BYTES):
-                (first, name, _), _ = call[0]
-                ks = {c.k for (_, _, cs), _ in call for c in cs}
+            members = [(i, p, PartitionCounts(stats_dir(p), [c.k for c in cs],
+                                              _retyped(cs, schemas[p])))
+                       for i, p, cs in (held[j] for j in pack)]
+            for call in runs(((m, _event_bytes(m[2])) for m in members), EVENT_BYTES):
+                first, name, _ = call[0]
+                ks = {k for _, _, counts in call for k in counts.held}
                 events.append(StepEvent(
                     step, name + (f" +{len(call) - 1}" if len(call) > 1 else ""),
                     FrequencyTask(first, [c.spec for c in used if c.k in ks],
-                                  [counts for _, counts in call])))
+                                  [counts for _, _, counts in call])))
         return events
 
     def run(events: list[StepEvent], step: str) -> list[FrequencyResult]:

@@ -4,8 +4,6 @@ per pack of partitions (or per bin) covers every column the step applies to; a p
 one sender, its partitions' counts summed."""
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,14 +38,6 @@ def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]
     return out
 
 
-def _pack(task: FrequencyTask, columns: list[FrequencyColumn]) -> Iterator[dict[int, pa.Table]]:
-    """Each of the pack's partitions' counts of those of `columns` it holds."""
-    wanted = {c.k: c for c in columns}
-    for p in task.partitions:
-        specs = {**wanted, **{c.k: c for c in p.retyped if c.k in wanted}}
-        yield _read(p.stats_dir, [specs[k] for k in p.held if k in wanted])
-
-
 def _summed(tables: list[pa.Table]) -> pa.Table:
     """A pack's counts of a column: each value once, its frequencies summed."""
     if len(tables) == 1:
@@ -58,10 +48,13 @@ def _summed(tables: list[pa.Table]) -> pa.Table:
 
 
 def _by_column(task: FrequencyTask, columns: list[FrequencyColumn]) -> dict[int, list[pa.Table]]:
-    """Each column's counts in the pack's partitions that hold it."""
-    out: dict[int, list[pa.Table]] = {c.k: [] for c in columns}
-    for counts in _pack(task, columns):
-        for k, table in counts.items():
+    """Each column's counts in the pack's partitions that hold it (each read as it types the
+    column)."""
+    wanted = {c.k: c for c in columns}
+    out: dict[int, list[pa.Table]] = {k: [] for k in wanted}
+    for p in task.partitions:
+        specs = {**wanted, **{c.k: c for c in p.retyped if c.k in wanted}}
+        for k, table in _read(p.stats_dir, [specs[k] for k in p.held if k in wanted]).items():
             out[k].append(table)
     return out
 
