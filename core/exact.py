@@ -62,8 +62,12 @@ def exact_moments(values: pa.Array) -> "Moments":
         column = words[:, k]
         top = signed and k == width - 1
         total += exact_sum(column.view(np.int64) if top else column) << (64 * k)
-    mm = pc.min_max(values)["min"]
-    pivot_words = as_words(pa.repeat(mm, 1))[0][0]
+    if width == 1:                        # integers: the smallest by NumPy, not via Arrow
+        column = words[:, 0]
+        pivot_words = np.array([column.view(np.int64).min() if signed else column.min()]
+                               ).view(np.uint64)
+    else:
+        pivot_words = as_words(pa.repeat(pc.min_max(values)["min"], 1))[0][0]
     pivot = sum(int(w) << (64 * k) for k, w in enumerate(pivot_words))
     if signed and pivot_words[-1] >> np.uint64(63):
         pivot -= 1 << (64 * width)

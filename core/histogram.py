@@ -114,6 +114,8 @@ def merge(histograms: list[Histogram | None], max_bins: int) -> Histogram | None
     binned = [h for h in hs if h.counts.size]
     if not binned:
         return Histogram(0, 0, np.zeros(0, np.int64), neg_inf, pos_inf, float_domain)
+    if len(hs) == 1 and hs[0].counts.size <= max_bins:      # already on its own grid
+        return hs[0]
     e = max(h.exponent for h in binned)
     while True:
         lo = min(h.start >> (e - h.exponent) for h in binned)

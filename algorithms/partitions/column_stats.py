@@ -120,8 +120,10 @@ class ColumnStats:
         if self.kind == ty.FLOAT:
             row["nan_count"] = self.nan_count
         if self.extremes:
-            low, high = ty.min_max(pa.array(self.extremes, self.extremes[0].type))
-            row["min"], row["max"] = ty.scalar_text(low), ty.scalar_text(high)
+            extremes = pa.array(self.extremes, self.extremes[0].type)
+            if len(extremes) > 2:                  # [min, max] of each chunk
+                extremes = pa.array(ty.min_max(extremes), extremes.type)
+            row["min"], row["max"] = ty.to_text(extremes).to_pylist()
         n = self.row_count - self.null_count - self.nan_count
         if self.kind in ty.NUMERIC_KINDS and n:
             row["sum"] = _number_text(self.sum)
@@ -132,18 +134,19 @@ class ColumnStats:
             row["avg_length"] = self.lengths[2] / n
         if self.kind == ty.BOOLEAN:
             row["true_count"] = self.true_count
+        values = counts["value"].combine_chunks()
+        text = ty.to_text(values)
         histogram = None
         if self.kind in ty.BINNED_KINDS:
             histogram = hist.merge(self.histograms, self.max_bins)
             row["histogram_exponent"] = histogram.exponent if histogram else None
             row["quantile_sketch"] = None if self.kll.is_empty() else self.kll.serialize()
-            row["range_set"] = _range_set(counts["value"].combine_chunks(), self.range_set_size)
+            row["range_set"] = _range_set(values, text, self.range_set_size)
         # frequencies are always complete: the table-level algorithms reduce them exactly
-        text = ty.to_text(counts["value"].combine_chunks())
         hashes = hashing.hash_text(text)
         row["frequencies_complete"] = True
         row["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv(hashes))
-        iceberg_hashes = theta.hashes(counts["value"].combine_chunks())
+        iceberg_hashes = theta.hashes(values)
         if iceberg_hashes is not None:
             row["theta_sketch"] = theta.sketch(iceberg_hashes)
         if counts.num_rows > self.bloom_min_distinct:
@@ -166,11 +169,12 @@ class ColumnStats:
         return pa.table({"value": values, "count": counts})
 
 
-def _range_set(values: pa.Array, n: int) -> list[str] | None:
-    """The distinct values' range-set (core.range_sets, Lemma 1) as canonical text: low1,
-    high1, low2, ...; NaN left out, as from min and max."""
+def _range_set(values: pa.Array, text: pa.Array, n: int) -> list[str] | None:
+    """The distinct values' range-set (core.range_sets, Lemma 1) as canonical text (`text`:
+    the values'): low1, high1, low2, ...; NaN left out, as from min and max."""
     if pa.types.is_floating(values.type):
-        values = values.filter(pc.invert(pc.is_nan(values)))
+        numbers = pc.invert(pc.is_nan(values))
+        values, text = values.filter(numbers), text.filter(numbers)
     if not len(values):
         return None
     positions = _exact_positions(values)
@@ -181,7 +185,7 @@ def _range_set(values: pa.Array, n: int) -> list[str] | None:
         order = np.argsort(positions, kind="stable")
         positions = positions[order]
     first, last = range_sets.split_points(positions, n)
-    return ty.to_text(values.take(order[np.column_stack([first, last]).ravel()])).to_pylist()
+    return text.take(order[np.column_stack([first, last]).ravel()]).to_pylist()
 
 
 def _exact_positions(values: pa.Array) -> np.ndarray | None:

@@ -132,5 +132,5 @@ def write(stats: PartitionStats, out: Store) -> None:
     """statistics.parquet goes last: its presence marks the directory complete, and it
     records the other files' sizes (files.intact checks them)."""
     files.write_frequencies(out, stats.frequencies)
-    histograms.write(out, stats.histograms)
+    histograms.write(out, stats.histograms, ranged=False)
     out.write_parquet(files.with_sibling_sizes(stats.statistics, out), STATISTICS)
