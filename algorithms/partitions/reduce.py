@@ -152,7 +152,8 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
         fold = folded[field.name]
         row.update(fold.row())
         if ty.kind_of(field.type) in ty.BINNED_KINDS:
-            merged = hist.subtract(fold.hist, [h.get(field.name) for h in removed],
+            merged = hist.subtract(hist.merge(fold.hists, max_bins),
+                                   [h.get(field.name) for h in removed],
                                    _binned_range(struct) if removed else None)
             row["histogram_exponent"] = merged.exponent if merged else None
             if merged:
@@ -182,8 +183,9 @@ class _Fold:
     def __init__(self, held: int):
         self.kmvs: list[np.ndarray] = []       # merged `held` at a time: one sort, not `held`
         self.thetas: list[bytes] | None = []   # None: a source with values had none
+        self.hists: list[hist.Histogram | None] = []     # merged `held` at a time, as kmvs
         self.held = held
-        self.kll, self.hist = None, None
+        self.kll = None
 
     def sketches(self, row: dict) -> None:
         if row["ndv_sketch"]:
@@ -204,7 +206,9 @@ class _Fold:
                 self.kll.merge(kll)
 
     def histogram(self, h: hist.Histogram | None, max_bins: int) -> None:
-        self.hist = hist.merge([self.hist, h], max_bins)
+        self.hists.append(h)
+        if len(self.hists) == self.held:
+            self.hists = [hist.merge(self.hists, max_bins)]
 
     def row(self) -> dict:
         out = {}
