@@ -16,6 +16,7 @@ import pytest
 from lakestats.algorithms.frequencies import value_index
 from lakestats.core.settings import FrequencySettings
 from lakestats.cli import main
+from lakestats.metastore import value_index as stored
 from lakestats.metastore.layout import VALUE_INDEX, Layout
 from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 
@@ -59,6 +60,9 @@ def check(root: Path, stats: StatisticsReader) -> None:
         want = duck_where(root, column, literal)
         assert got["frequency_by_partition"] == want, (column, text)
         assert got["partitions"] == sorted(want)
+        entries = stored.lookup(stored.layers(stats.layout, stats.manifest), column,
+                                [got["value"]])
+        assert entries.num_rows == len(want), (column, text)        # one entry a partition
 
 
 def test_where_equals_duckdb_through_changes(tmp_path, run):

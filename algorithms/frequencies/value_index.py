@@ -2,8 +2,9 @@
 the partitions holding it.
 
 A version that indexes the columns its previous version indexed writes a layer: the entries of
-the partitions it added, read from their own frequency lists, and the names of those it
-removed. That is the cost of the change, whatever the table's size. Every LAYERS_MAX layers
+the partitions it added, and the names of those it removed. A partition's entries come from
+the partition index where it keeps the column's values (a column with few in the partition:
+metastore.membership), else from the partition's own frequency list. That is the cost of the change, whatever the table's size. Every LAYERS_MAX layers
 (or REMOVED_MAX removed partitions, which the manifest lists), under --exact (the quiet
 refold), or when the indexed columns change, the index is written whole again: a column the
 previous version indexed starts from its entries (the layers applied), less the removed
@@ -96,14 +97,39 @@ def _encoded(indexed: list[str], new_index: pa.Table, table: pa.Schema,
     """Each column's rows over `paths` (None: sparse only): its entries in the partitions
     `read_from` (of a `carried` column, the `added` ones only) and `old(column)`."""
     share = len(read_from) / max(1, new_index.num_rows)
+    every = pa.array(read_from, pa.string())
+    only_added = pa.array(sorted(added.intersection(read_from)), pa.string())
     for batch in _batches(indexed, carried, new_index, table, len(added), share):
-        wanted = {p: [c for c in batch if c not in carried or p in added] for p in read_from}
+        held = {c: _in_index(new_index, table, c, only_added if c in carried else every)
+                for c in batch}
+        wanted = {p: [c for c in batch if (c not in carried or p in added)
+                      and p not in held[c][1]] for p in read_from}
         lists = _frequency_lists(partition_dir, {p: c for p, c in wanted.items() if c})
         for column in batch:
-            new = lists.get(column, value_index.ENTRIES.empty_table())
             kept = old(column) if old else None
-            yield value_index.encode(column, new if kept is None else
-                                     pa.concat_tables([kept, new]), paths)
+            yield value_index.encode(column, pa.concat_tables(
+                [t for t in (kept, held[column][0], lists.get(column)) if t is not None]), paths)
+
+
+def _in_index(new_index: pa.Table, table: pa.Schema, column: str, among: pa.Array
+              ) -> tuple[pa.Table, set[str]]:
+    """The column's (value, path, frequency) entries that the partition index already holds,
+    of the partitions `among`, and the partitions they cover: those whose values it keeps
+    (a column with few of them: metastore.membership) and those without values. Only the
+    others' frequencies.parquet is read (at 10,000 small files, 10,000 reads fewer a column)."""
+    struct = new_index[schema.index_column_name(table.get_field_index(column))].combine_chunks()
+    lists = pc.struct_field(struct, "values")
+    path = new_index["path"].combine_chunks()
+    asked = pc.is_in(path, value_set=among)
+    kept = pc.and_(asked, pc.and_(struct.is_valid(), lists.is_valid()))
+    distinct = pc.fill_null(pc.struct_field(struct, "distinct_count"), -1)
+    none = pc.and_(asked, pc.or_(pc.invert(struct.is_valid()), pc.equal(distinct, 0)))
+    chosen = lists.filter(kept)
+    flat = pc.list_flatten(chosen)
+    entries = pa.table({"value": flat.field("value"),
+                        "path": path.filter(kept).take(pc.list_parent_indices(chosen)),
+                        "frequency": flat.field("frequency")}, schema=value_index.ENTRIES)
+    return entries, set(path.filter(pc.or_(kept, none)).to_pylist())
 
 
 def _batches(indexed: list[str], carried: set[str], new_index: pa.Table, table: pa.Schema,
