@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 
-from lakestats.metastore.store import Store
+from lakestats.core.errors import UsageError
+from lakestats.metastore.store import Store, is_hidden
 
 STATISTICS, FREQUENCIES = "statistics.parquet", "frequencies.parquet"
 HISTOGRAMS, RANKS = "histograms.parquet", "ranks.parquet"
@@ -52,9 +53,10 @@ class Layout:
 
     @classmethod
     def of_table(cls, table_uri: str, stats_root: str | None = None) -> Layout:
-        if stats_root:
-            return cls(stats_root)
         table = Store(table_uri)
+        if stats_root:
+            _outside_the_data(table, Store(stats_root))
+            return cls(stats_root)
         return cls(table.uri_of(HUDI_STATS_DIR if _is_hudi(table.uri) else STATS_DIR))
 
     def partition(self, rel_path: str, fingerprint: str) -> Store:
@@ -65,6 +67,17 @@ class Layout:
 
     def scratch(self, job: str) -> Store:
         return self.root.child("exchange", job)
+
+
+def _outside_the_data(table: Store, stats: Store) -> None:
+    """A statistics root inside the table must be hidden (a directory named _... or ...):
+    a table's listing would otherwise take its files for data files, and its writes would
+    wake the table's watcher, whose compute writes again."""
+    inside = stats.is_s3 == table.is_s3 and (stats.root + "/").startswith(table.root + "/")
+    if inside and not is_hidden(stats.root[len(table.root):].strip("/")):
+        raise UsageError(f"--stats-root {stats.uri} is inside the table {table.uri}, where its "
+                         "files would be read as data: name a hidden directory in it (_stats, "
+                         ".stats) or one outside the table")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -4,6 +4,7 @@ pipe. The command line runs in a process of its own, as a user runs it."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import pty
 import re
@@ -118,6 +119,20 @@ def test_a_file_system_error_is_one_line_naming_the_path(tmp_path, table):
     (tmp_path / "file").write_text("")
     refused(cli("compute", table, "--quiet", "--stats-root", tmp_path / "file" / "stats"), 1,
             str(tmp_path / "file"))
+
+
+def test_a_statistics_root_in_the_table_must_be_hidden(table):
+    """Else the table's listing would take the statistics for data files (a second compute
+    computed statistics of statistics), and their writes would wake the table's watcher."""
+    visible = table / "stats"
+    for command in (["compute", table, "--quiet"], ["show", table]):
+        refused(cli(*command, "--stats-root", visible), 2, str(visible), "hidden")
+    assert not visible.exists()
+    hidden = table / "_stats"
+    for _ in range(2):
+        done = cli("compute", table, "--quiet", "--json", "--stats-root", hidden)
+        assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["computed"], json.loads(done.stdout)["reused"]) == (0, 2)
 
 
 # -- prune --where: what Spark refuses
