@@ -44,6 +44,10 @@ class Exchange:
         """Every table sent to `receiver` on `channel`, in sender order."""
         raise NotImplementedError
 
+    def each(self, channel: str, receiver: int) -> Iterator[pa.Table]:
+        """get_all's tables, read one at a time."""
+        return iter(self.get_all(channel, receiver))
+
     def stream(self, channel: str, receiver: int) -> list[Iterator[pa.RecordBatch]]:
         """Like get_all, one batch at a time: a reader holds a batch per sender, not the
         payloads whole."""
@@ -70,8 +74,11 @@ class ObjectStoreExchange(Exchange):
             return box, []
 
     def get_all(self, channel, receiver):
+        return list(self.each(channel, receiver))
+
+    def each(self, channel, receiver):
         box, names = self._inbox(channel, receiver)
-        return [from_ipc(box.read_bytes(name)) for name in names]
+        return (from_ipc(box.read_bytes(name)) for name in names)
 
     def stream(self, channel, receiver):
         box, names = self._inbox(channel, receiver)

@@ -145,6 +145,24 @@ class PackResult:
 
 
 @dataclass(frozen=True)
+class FoldTask:
+    """A pack of partitions' sketches and histograms folded into one partial, sent to the
+    coordinator (receiver 0) on FOLD_SKETCHES and FOLD_HISTOGRAMS as sender `index`."""
+    index: int
+    stats_dirs: list[str]
+    table: str                      # the table's schema (encoded): the columns folded
+    max_bins: int
+
+
+@dataclass(frozen=True)
+class FoldResult:
+    bytes: int                      # moved through the exchange
+
+
+FOLD_SKETCHES, FOLD_HISTOGRAMS = "fold-sketches", "fold-histograms"
+
+
+@dataclass(frozen=True)
 class FrequencyColumn:
     """One column in a frequency step."""
     k: int                          # the column's index in the job
@@ -208,6 +226,7 @@ class RankResult:
 
 PARTITION_STATISTICS = "lakestats.algorithms.partitions.step.partition_statistics"
 PARTITION_PACK = "lakestats.algorithms.partitions.step.partition_pack"
+PARTITION_FOLD = "lakestats.algorithms.partitions.step.fold"
 FREQUENCY_SEND = "lakestats.algorithms.frequencies.steps.send"
 FREQUENCY_CONFIRM = "lakestats.algorithms.frequencies.steps.confirm"
 FREQUENCY_REDUCE = "lakestats.algorithms.frequencies.steps.reduce"
@@ -218,6 +237,7 @@ RANK_MERGE = "lakestats.algorithms.ranks.steps.merge"
 STEPS: dict[str, tuple[type, type]] = {
     PARTITION_STATISTICS: (PartitionTask, PartitionResult),
     PARTITION_PACK: (PackTask, PackResult),
+    PARTITION_FOLD: (FoldTask, FoldResult),
     FREQUENCY_SEND: (FrequencyTask, FrequencyResult),
     FREQUENCY_CONFIRM: (FrequencyTask, FrequencyResult),
     FREQUENCY_REDUCE: (FrequencyTask, FrequencyResult),

@@ -24,7 +24,7 @@ import pyarrow as pa
 from lakestats.algorithms.frequencies import delta, value_index
 from lakestats.algorithms.frequencies import driver as frequencies
 from lakestats.algorithms.partitions import reduce, user_statistics
-from lakestats.algorithms.partitions.driver import compute_partitions
+from lakestats.algorithms.partitions.driver import compute_partitions, fold_sources
 from lakestats.core import histogram as hist
 from lakestats.core import types as ty
 from lakestats.core import udf
@@ -252,7 +252,8 @@ def _statistics(layout: Layout, data_files: list[DataFile]) -> list[pa.Table]:
 
 def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
                good: dict[str, DataFile], added: list[DataFile], removed: set[str],
-               previous: _Previous | None, settings: Settings) -> tuple[reduce.TableStats, bool]:
+               previous: _Previous | None, settings: Settings, invoker: Invoker,
+               progress: Progress | None) -> tuple[reduce.TableStats, bool]:
     """The table-level statistics, and whether its sketches still hold removed partitions'
     values. With a previous version, its sketches and histograms take the added partitions'
     and give back the removed ones' (histograms exactly, sketches not: they cannot be taken
@@ -265,14 +266,15 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
         gone = [layout.partition(p, previous.entries[p]["fingerprint"]).read_parquet(HISTOGRAMS)
                 for p in sorted(removed)]
         try:
-            return reduce.reduce(new_index, table_schema, max_bins, reduce.sources(
-                [layout.partition(f.rel_path, f.fingerprint) for f in added],
-                len(table_schema)), base, gone), stale
+            return reduce.reduce(new_index, table_schema, max_bins, fold_sources(
+                [layout.partition(f.rel_path, f.fingerprint) for f in added], table_schema,
+                invoker, layout, settings, progress), base, gone), stale
         except hist.GridChanged:
             pass
     every = [layout.partition(p, f.fingerprint) for p, f in sorted(good.items())]
     return reduce.reduce(new_index, table_schema, max_bins,
-                         reduce.sources(every, len(table_schema))), False
+                         fold_sources(every, table_schema, invoker, layout, settings,
+                                      progress)), False
 
 
 def _index(layout: Layout, version: str, previous: _Previous | None, removed: set[str],
@@ -328,7 +330,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         new_index, table_schema, added_schemas = _index(layout, version, previous, removed,
                                                         added, settings, report, format_schema)
         table_stats, sketches_stale = _summarize(layout, new_index, table_schema, good, added,
-                                                 removed, previous, settings)
+                                                 removed, previous, settings, invoker, progress)
         rows = table_stats.statistics.to_pylist()
         lists = _frequencies(layout, previous, new_index, table_stats.schema, rows,
                              added_schemas, removed, good, version, report, settings, invoker,

@@ -225,3 +225,45 @@ def test_a_pack_fails_only_its_bad_files_and_hands_back_the_others_errors(tmp_pa
         ("a.parquet", "ok"), ("bad.parquet", "failed"), ("b.parquet", "retry")]
     assert "bad.parquet" in got[1].error and got[2].error
     assert (tmp_path / "_s" / "a" / "statistics.parquet").exists()
+
+
+def test_workers_folding_packs_give_the_statistics_of_one_fold(tmp_path, run, invoker,
+                                                                 monkeypatch):
+    """From FOLD_PAIRS (partition, column) pairs on, workers fold packs of partitions' sketches
+    and histograms and the coordinator folds the partials: the table's statistics and
+    histograms are those of one fold of every partition, on adversarial data; the KLL sketches
+    (merged in another order, equally good) hold the same values."""
+    import math
+
+    import datasketches as ds
+
+    from lakestats.algorithms.partitions import driver
+    from lakestats.fleet.protocol import PARTITION_FOLD
+    from tests.oracle_data import adversarial
+    root = tmp_path / "t"
+    for i in range(7):
+        write(root / f"part-{i}.parquet", adversarial(i, 120))
+    folds = []
+
+    def counted(inv, scope, events, **options):
+        folds.extend(e for e in events if e.step == PARTITION_FOLD)
+        return fan_out(inv, scope, events, **options)
+    fan_out = driver.fan_out
+    monkeypatch.setattr(driver, "fan_out", counted)
+    monkeypatch.setattr(driver, "FOLD_PARTITIONS", 2)
+    versions = []
+    for pairs in (10 ** 9, 0):
+        monkeypatch.setattr(driver, "FOLD_PAIRS", pairs)
+        report = run(root, stats_root=str(tmp_path / f"stats-{pairs}"))
+        versions.append(tmp_path / f"stats-{pairs}" / "versions" / report.version)
+    assert len(folds) == invoker.workers * math.ceil(7 / (invoker.workers * 2))
+    alone, spread = (pq.read_table(v / "statistics.parquet") for v in versions)
+    assert [repr(r) for r in spread.drop_columns(["quantile_sketch"]).to_pylist()] == \
+        [repr(r) for r in alone.drop_columns(["quantile_sketch"]).to_pylist()]   # NaN as NaN
+    assert (versions[1] / HISTOGRAMS).read_bytes() == (versions[0] / HISTOGRAMS).read_bytes()
+    for a, b in zip(alone["quantile_sketch"].to_pylist(), spread["quantile_sketch"].to_pylist()):
+        assert (a is None) == (b is None)
+        if a is not None:
+            a, b = ds.kll_doubles_sketch.deserialize(a), ds.kll_doubles_sketch.deserialize(b)
+            assert (a.n, a.get_min_value(), a.get_max_value()) == \
+                (b.n, b.get_min_value(), b.get_max_value())

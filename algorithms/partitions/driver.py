@@ -1,22 +1,35 @@
 """The coordinator side of partition statistics: the data files to compute, small ones packed
 several to a call (Spark's rule for splits: up to settings.pack_bytes, each file counted with
 an open cost, and no more than an even share of the work per worker), through the fan-out.
-Statistics stay per file."""
+Statistics stay per file. And the partitions' sketches and histograms for the table's: read
+here, or, for many partitions, folded by the workers in packs (`fold_sources`)."""
 from __future__ import annotations
 
-from typing import Callable
+import math
+from typing import Callable, Iterator
 
+import numpy as np
+import pyarrow as pa
+
+from lakestats.algorithms.partitions import fold
 from lakestats.core import batching
 from lakestats.core.settings import OPEN_COST_BYTES, Settings
 from lakestats.fleet.fanout import Progress, fan_out, retries
 from lakestats.fleet.invokers import Invoker
 from lakestats.fleet.jobs import JobScope
-from lakestats.fleet.protocol import (PARTITION_PACK, PARTITION_STATISTICS, PackTask,
+from lakestats.fleet.protocol import (FOLD_HISTOGRAMS, FOLD_SKETCHES, PARTITION_FOLD,
+                                      PARTITION_PACK, PARTITION_STATISTICS, FoldTask, PackTask,
                                       PartitionTask, StepEvent)
+from lakestats.metastore import files
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.store import DataFile
+from lakestats.metastore.store import DataFile, Store
 
 PACKS_PER_WORKER = 4        # packs no larger than an even share of a quarter of a worker's work
+# From this many (partition, column) pairs, workers fold packs of at most FOLD_PARTITIONS
+# partitions, and the coordinator their partials: each partition's two statistics files are
+# read by a worker, not all by the coordinator
+FOLD_PAIRS = 20_000
+FOLD_PARTITIONS = 2_000
 
 
 def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[DataFile],
@@ -83,3 +96,24 @@ def packs(sizes: list[int], budget: int, workers: int) -> list[list[int]]:
     """The files (by index, in order) in packs of at most `budget` bytes, each file counting
     its bytes and OPEN_COST_BYTES (core.batching.packs). `budget` 0: one a pack."""
     return batching.packs(sizes, budget, OPEN_COST_BYTES, workers, PACKS_PER_WORKER)
+
+
+def fold_sources(stats_dirs: list[Store], table: pa.Schema, invoker: Invoker, layout: Layout,
+                 settings: Settings, progress: Progress | None = None
+                 ) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """What the table's sketches and histograms fold (algorithms.partitions.fold): each
+    partition's, read here, or the partials of packs of them that the workers folded, read
+    one at a time."""
+    if len(stats_dirs) * max(1, len(table)) < FOLD_PAIRS or len(stats_dirs) < 2:
+        yield from fold.sources(stats_dirs, len(table))
+        return
+    calls = invoker.workers * math.ceil(len(stats_dirs) / (invoker.workers * FOLD_PARTITIONS))
+    encoded = files.encode_schema(table)
+    events = [StepEvent(PARTITION_FOLD, f"partitions {pack[0]}-{pack[-1]}", FoldTask(
+        k, [stats_dirs[i].uri for i in pack], encoded, settings.partition.max_bins))
+        for k, pack in enumerate(np.array_split(np.arange(len(stats_dirs)),
+                                                min(calls, len(stats_dirs)))) if len(pack)]
+    with JobScope(settings.redis_url, layout, stateful=False) as scope:
+        fan_out(invoker, scope, events, max_attempts=settings.max_attempts,
+                timeout=settings.timeout, progress=progress, label="table statistics: fold")
+        yield from zip(scope.objects.each(FOLD_SKETCHES, 0), scope.objects.each(FOLD_HISTOGRAMS, 0))

@@ -3,8 +3,8 @@
 Counts, min/max, sums and moments come from the partition index (one row per partition, every
 column's statistics typed), so a reduction reads no partition's files. Counts, min/max and
 integer and decimal sums are exact; mean and stddev merge with Chan et al.'s pairwise formula;
-histograms re-bin exactly (core.histogram) and KMV and KLL sketches merge, from whichever files
-hold them. Frequencies and the exact distinct count are not reduced here, in the coordinator's
+histograms re-bin exactly and KMV, theta and KLL sketches merge (algorithms.partitions.fold),
+from the partitions' files or from partial folds of them. Frequencies and the exact distinct count are not reduced here, in the coordinator's
 memory, but by the distributed algorithms of algorithms.frequencies.
 """
 from __future__ import annotations
@@ -12,18 +12,16 @@ from __future__ import annotations
 import decimal
 import itertools
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable
 from decimal import Decimal
 from fractions import Fraction
 
-import datasketches as ds
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakestats.core import hashing, theta
+from lakestats.algorithms.partitions.fold import Folds
 from lakestats.core import histogram as hist
 from lakestats.core import schema
 from lakestats.core import types as ty
@@ -31,7 +29,7 @@ from lakestats.core.binning import binning_values
 from lakestats.core.errors import DataCorrupt
 from lakestats.metastore import files
 from lakestats.metastore.histograms import histograms_table, read_histograms
-from lakestats.metastore.layout import HISTOGRAMS, STATISTICS
+from lakestats.metastore.layout import STATISTICS
 from lakestats.metastore.store import Store
 
 
@@ -46,37 +44,6 @@ def statistics(stats_dir: Store) -> pa.Table:
     parquet = stats_dir.open_parquet(STATISTICS)
     return parquet.read(columns=[n for n in parquet.schema_arrow.names
                                  if n not in schema.MERGED_SKETCHES])
-
-
-# column sketches or histograms held at once while folding: a bound on the coordinator's memory
-# (a KMV sketch is up to 32 KB, a histogram up to 24 KB) that a wide table does not multiply
-HELD = 4_096
-
-
-def sources(stats_dirs: list[Store], columns: int) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """Each partition's sketches and histograms, read side by side a window at a time: the
-    reduction folds them as they come, holding none for long."""
-    window = _window(columns)
-    with ThreadPoolExecutor(min(16, window)) as pool:
-        for start in range(0, len(stats_dirs), window):
-            yield from pool.map(_sketches_and_histograms, stats_dirs[start:start + window])
-
-
-def _window(columns: int) -> int:
-    """Partitions whose sketches or histograms are held at once: 64, fewer when the table is
-    wide (HELD columns' worth)."""
-    return max(1, min(64, HELD // max(1, columns)))
-
-
-def _sketches_and_histograms(stats_dir: Store) -> tuple[pa.Table, pa.Table]:
-    parquet = stats_dir.open_parquet(STATISTICS)
-    return (parquet.read(columns=_sketch_columns(parquet.schema_arrow)),
-            stats_dir.read_parquet(HISTOGRAMS))
-
-
-def _sketch_columns(stats: pa.Schema) -> list[str]:
-    """The merged sketches statistics hold (those written before a sketch existed lack it)."""
-    return ["column", *(n for n in schema.MERGED_SKETCHES if n in stats.names)]
 
 
 def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
@@ -134,25 +101,15 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
     (core.histogram.GridChanged when that is not exact). Sketches cannot be taken apart: with
     `removed`, they still hold the removed partitions' values."""
     total_rows = int(pc.sum(index["row_count"]).as_py() or 0)
-    folded = {f.name: _Fold(max(2, _window(len(table)))) for f in table}
-    for stats, histograms in itertools.chain([base] if base else [], added):
-        rows = {r["column"]: r for r in stats.select(_sketch_columns(stats.schema)).to_pylist()}
-        binned = read_histograms(histograms)
-        for f in table:
-            fold = folded[f.name]
-            if f.name in rows:
-                fold.sketches(rows[f.name])
-            if ty.kind_of(f.type) in ty.BINNED_KINDS:
-                fold.histogram(binned.get(f.name), max_bins)
+    folded = Folds(table, max_bins, itertools.chain([base] if base else [], added))
     removed = [read_histograms(h) for h in removed]
     out, histograms = [], []
     for k, field in enumerate(table):
         struct = index[schema.index_column_name(k)].combine_chunks()
         row = _reduce_row(field, struct.filter(struct.is_valid()), total_rows)
-        fold = folded[field.name]
-        row.update(fold.row())
+        row.update(folded.sketches(field.name))
         if ty.kind_of(field.type) in ty.BINNED_KINDS:
-            merged = hist.subtract(hist.merge(fold.hists, max_bins),
+            merged = hist.subtract(folded.histogram(field.name),
                                    [h.get(field.name) for h in removed],
                                    _binned_range(struct) if removed else None)
             row["histogram_exponent"] = merged.exponent if merged else None
@@ -175,50 +132,6 @@ def _binned_range(struct: pa.StructArray) -> tuple | None:
     if lows.dtype.kind == "f":
         return (float(low), float(high)) if np.isfinite([low, high]).all() else None
     return int(low), int(high)
-
-
-class _Fold:
-    """A column's sketches and histogram, merged one source at a time."""
-
-    def __init__(self, held: int):
-        self.kmvs: list[np.ndarray] = []       # merged `held` at a time: one sort, not `held`
-        self.thetas: list[bytes] | None = []   # None: a source with values had none
-        self.hists: list[hist.Histogram | None] = []     # merged `held` at a time, as kmvs
-        self.held = held
-        self.kll = None
-
-    def sketches(self, row: dict) -> None:
-        if row["ndv_sketch"]:
-            self.kmvs.append(hashing.kmv_from_bytes(row["ndv_sketch"]))
-            if len(self.kmvs) == self.held:
-                self.kmvs = [hashing.kmv_merge(self.kmvs)]
-            if self.thetas is not None and row.get("theta_sketch"):
-                self.thetas.append(row["theta_sketch"])
-                if len(self.thetas) == self.held:
-                    self.thetas = [theta.union(self.thetas)]
-            else:
-                self.thetas = None
-        if row["quantile_sketch"]:
-            kll = ds.kll_doubles_sketch.deserialize(row["quantile_sketch"])
-            if self.kll is None:
-                self.kll = kll
-            else:
-                self.kll.merge(kll)
-
-    def histogram(self, h: hist.Histogram | None, max_bins: int) -> None:
-        self.hists.append(h)
-        if len(self.hists) == self.held:
-            self.hists = [hist.merge(self.hists, max_bins)]
-
-    def row(self) -> dict:
-        out = {}
-        if self.kmvs:
-            out["ndv_sketch"] = hashing.kmv_to_bytes(hashing.kmv_merge(self.kmvs))
-        if self.kll is not None:
-            out["quantile_sketch"] = self.kll.serialize()
-        if self.thetas:
-            out["theta_sketch"] = theta.union(self.thetas)
-        return out
 
 
 def _reduce_row(field: pa.Field, present: pa.StructArray, total_rows: int) -> dict:

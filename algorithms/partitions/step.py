@@ -4,10 +4,14 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lakestats.algorithms.partitions import kernel
+from lakestats.algorithms.partitions.fold import Folds, sources
 from lakestats.core.settings import PartitionSettings
-from lakestats.fleet.protocol import (PARTITION_STATISTICS, PackResult, PackTask,
+from lakestats.fleet.exchange import for_event
+from lakestats.fleet.protocol import (FOLD_HISTOGRAMS, FOLD_SKETCHES, PARTITION_STATISTICS,
+                                      FoldResult, FoldTask, PackResult, PackTask,
                                       PartitionResult, PartitionTask, StepEvent)
 from lakestats.formats import hive
+from lakestats.metastore import files
 from lakestats.metastore.layout import STATISTICS, Layout
 from lakestats.metastore.reader import StatisticsNotFound, StatisticsReader
 from lakestats.metastore.store import Store
@@ -42,6 +46,20 @@ def partition_pack(event: StepEvent) -> PackResult:
             results.append(PartitionResult(one.rel_path, one.fingerprint, "retry",
                                            error=f"{type(e).__name__}: {e}"))
     return PackResult(results)
+
+
+def fold(event: StepEvent) -> FoldResult:
+    """A pack of partitions' sketches and histograms folded here, for the coordinator to
+    fold the packs' partials: the reads of a table's many small statistics files spread over
+    the workers."""
+    task: FoldTask = event.task
+    table = files.decode_schema(task.table)
+    folded = Folds(table, task.max_bins, sources([Store(d) for d in task.stats_dirs],
+                                                 len(table)))
+    sketches, histograms = folded.partial()
+    exchange, _ = for_event(event)
+    return FoldResult(exchange.put(FOLD_SKETCHES, task.index, 0, sketches)
+                      + exchange.put(FOLD_HISTOGRAMS, task.index, 0, histograms))
 
 
 def statistics_of_object(table: str, rel_path: str, layout: Layout,
