@@ -227,12 +227,14 @@ def test_a_pack_fails_only_its_bad_files_and_hands_back_the_others_errors(tmp_pa
     assert (tmp_path / "_s" / "a" / "statistics.parquet").exists()
 
 
+@pytest.mark.parametrize("on_s3", [False, True])
 def test_workers_folding_packs_give_the_statistics_of_one_fold(tmp_path, run, invoker,
-                                                                 monkeypatch):
+                                                                 monkeypatch, on_s3, request):
     """From FOLD_PAIRS (partition, column) pairs on, workers fold packs of partitions' sketches
     and histograms and the coordinator folds the partials: the table's statistics and
     histograms are those of one fold of every partition, on adversarial data; the KLL sketches
-    (merged in another order, equally good) hold the same values."""
+    (merged in another order, equally good) hold the same values. Locally and on S3 (the
+    partials go through the exchange in the statistics root's scratch space)."""
     import math
 
     import datasketches as ds
@@ -243,6 +245,14 @@ def test_workers_folding_packs_give_the_statistics_of_one_fold(tmp_path, run, in
     root = tmp_path / "t"
     for i in range(7):
         write(root / f"part-{i}.parquet", adversarial(i, 120))
+    table, stats = str(root), str(tmp_path)
+    if on_s3:
+        request.getfixturevalue("s3_endpoint")
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="folds")
+        for f in root.iterdir():
+            s3.upload_file(str(f), "folds", f"t/{f.name}")
+        table, stats = "s3://folds/t", "s3://folds"
     folds = []
 
     def counted(inv, scope, events, **options):
@@ -254,13 +264,13 @@ def test_workers_folding_packs_give_the_statistics_of_one_fold(tmp_path, run, in
     versions = []
     for pairs in (10 ** 9, 0):
         monkeypatch.setattr(driver, "FOLD_PAIRS", pairs)
-        report = run(root, stats_root=str(tmp_path / f"stats-{pairs}"))
-        versions.append(tmp_path / f"stats-{pairs}" / "versions" / report.version)
+        report = run(table, stats_root=f"{stats}/stats-{pairs}")
+        versions.append(Layout(f"{stats}/stats-{pairs}").version(report.version))
     assert len(folds) == invoker.workers * math.ceil(7 / (invoker.workers * 2))
-    alone, spread = (pq.read_table(v / "statistics.parquet") for v in versions)
+    alone, spread = (v.read_parquet("statistics.parquet") for v in versions)
     assert [repr(r) for r in spread.drop_columns(["quantile_sketch"]).to_pylist()] == \
         [repr(r) for r in alone.drop_columns(["quantile_sketch"]).to_pylist()]   # NaN as NaN
-    assert (versions[1] / HISTOGRAMS).read_bytes() == (versions[0] / HISTOGRAMS).read_bytes()
+    assert versions[1].read_bytes(HISTOGRAMS) == versions[0].read_bytes(HISTOGRAMS)
     for a, b in zip(alone["quantile_sketch"].to_pylist(), spread["quantile_sketch"].to_pylist()):
         assert (a is None) == (b is None)
         if a is not None:
