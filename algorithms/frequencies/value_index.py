@@ -2,14 +2,15 @@
 the partitions holding it.
 
 A version that indexes the columns its previous version indexed writes a layer: the entries of
-the partitions it added, and the names of those it removed. A partition's entries come from
-the partition index where it keeps the column's values (a column with few in the partition:
-metastore.membership), else from the partition's own frequency list. That is the cost of the change, whatever the table's size. Every LAYERS_MAX layers
-(or REMOVED_MAX removed partitions, which the manifest lists), under --exact (the quiet
-refold), or when the indexed columns change, the index is written whole again: a column the
-previous version indexed starts from its entries (the layers applied), less the removed
-partitions' and plus the added ones'; other columns read every partition's list. Columns are
-read a batch at a time, so that memory holds about BATCH_ENTRIES (value, partition) entries.
+the partitions it added, and the names of those it removed. That is the cost of the change,
+whatever the table's size. Every LAYERS_MAX layers (or REMOVED_MAX removed partitions, which
+the manifest lists), under --exact (the quiet refold), or when the indexed columns change, the
+index is written whole again: a column the previous version indexed starts from its entries
+(the layers applied), less the removed partitions' and plus the added ones'; other columns
+take every partition's entries. A partition's entries come from the partition index where it
+keeps the column's values (a column with few in the partition: metastore.membership), else
+from the partition's frequency list. Columns are read a batch at a time, so that memory holds
+about BATCH_ENTRIES (value, partition) entries.
 """
 from __future__ import annotations
 

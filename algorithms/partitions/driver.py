@@ -112,7 +112,7 @@ def fold_sources(stats_dirs: list[Store], table: pa.Schema, invoker: Invoker, la
     events = [StepEvent(PARTITION_FOLD, f"partitions {pack[0]}-{pack[-1]}", FoldTask(
         k, [stats_dirs[i].uri for i in pack], encoded, settings.partition.max_bins))
         for k, pack in enumerate(np.array_split(np.arange(len(stats_dirs)),
-                                                min(calls, len(stats_dirs)))) if len(pack)]
+                                                min(calls, len(stats_dirs))))]
     with JobScope(settings.redis_url, layout, stateful=False) as scope:
         fan_out(invoker, scope, events, max_attempts=settings.max_attempts,
                 timeout=settings.timeout, progress=progress, label="table statistics: fold")
