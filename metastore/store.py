@@ -68,10 +68,9 @@ class DataFile:
     def fingerprint(self) -> str:
         """What names the file's rows: its content, and how it is read (the SHA-1 of
         "size:etag", then NUL and each reading step, NUL-separated)."""
-        digest = hashlib.sha1(f"{self.size}:{self.etag}".encode())
-        if self.reading:
-            digest.update(_reading_bytes(self.reading))
-        return digest.hexdigest()[:16]
+        data = f"{self.size}:{self.etag}".encode()     # one digest call: a plan takes 10,000
+        return hashlib.sha1(data + _reading_bytes(self.reading) if self.reading
+                            else data).hexdigest()[:16]
 
     @_computed_once
     def partition_values(self) -> dict[str, str | None]:
