@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-import importlib.metadata
 import importlib.util
 import json
 import re
@@ -302,6 +301,7 @@ def _statistics_of(spec: str) -> list[Statistic]:
     if spec.endswith(".py") or "/" in spec:
         objects = _module_objects(_from_file(Path(spec)))
     else:
+        import importlib.metadata        # a lookup that loads no plugin does without it
         points = importlib.metadata.entry_points(group=spec)
         if points:
             objects = []

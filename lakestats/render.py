@@ -5,7 +5,6 @@ import contextlib
 import re
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -39,6 +38,8 @@ def progress_bar(label: str, enabled: bool = True):
 
     def update(done: int, total: int, label: str | None = None) -> None:
         if not shown:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn)    # a lookup draws no bar
             bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                            TimeElapsedColumn(), console=err, transient=False)
             bar.start()
