@@ -253,12 +253,11 @@ def test_workers_folding_packs_give_the_statistics_of_one_fold(tmp_path, run, in
         for f in root.iterdir():
             s3.upload_file(str(f), "folds", f"t/{f.name}")
         table, stats = "s3://folds/t", "s3://folds"
-    folds = []
+    folds, fan_out = [], driver.fan_out
 
     def counted(inv, scope, events, **options):
         folds.extend(e for e in events if e.step == PARTITION_FOLD)
         return fan_out(inv, scope, events, **options)
-    fan_out = driver.fan_out
     monkeypatch.setattr(driver, "fan_out", counted)
     monkeypatch.setattr(driver, "FOLD_PARTITIONS", 2)
     versions = []

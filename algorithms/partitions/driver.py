@@ -107,6 +107,8 @@ def fold_sources(stats_dirs: list[Store], table: pa.Schema, invoker: Invoker, la
     if len(stats_dirs) * max(1, len(table)) < FOLD_PAIRS or len(stats_dirs) < 2:
         yield from fold.sources(stats_dirs, len(table))
         return
+    # equal packs, a whole number of rounds of the workers (batching.packs' runs of at most
+    # FOLD_PARTITIONS would leave a last, short round to one worker)
     calls = invoker.workers * math.ceil(len(stats_dirs) / (invoker.workers * FOLD_PARTITIONS))
     encoded = files.encode_schema(table)
     events = [StepEvent(PARTITION_FOLD, f"partitions {pack[0]}-{pack[-1]}", FoldTask(
