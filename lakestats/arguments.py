@@ -113,7 +113,7 @@ def table_prefix(text: str) -> str:
 
 
 def _time_zone(name: str) -> str:
-    from lakestats.pruning.ranges import zone_of
+    from lakestats.pruning.temporal import zone_of
     try:
         zone_of(name)
     except ValueError as e:

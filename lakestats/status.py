@@ -26,7 +26,7 @@ from lakestats.metastore.manifest import Manifest, read_manifest, version_names,
 from lakestats.metastore.store import Store
 from lakestats.monostore.report import NoSuchTable
 from lakestats.pruning.freshness import freshness
-from lakestats.pruning.ranges import zone_of
+from lakestats.pruning.temporal import zone_of
 
 if TYPE_CHECKING:
     from lakestats.metastore.layout import Layout

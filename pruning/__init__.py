@@ -1,6 +1,6 @@
 """Which data files a query must read, from the published statistics: filter, membership,
 LIMIT and top-k pruning (pruning.plan), over predicates in three-valued logic
-(pruning.predicate)."""
+(pruning.evaluator)."""
 from lakestats.pruning.plan import PruneResult, parse_order, prune
 from lakestats.pruning.predicate import PredicateError
 

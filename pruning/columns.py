@@ -1,5 +1,5 @@
 """One column's statistics in a version's partition index as a plan reads them: counts and
-bounds as arrays over every partition (pruning.batch's ranges, top-k's ranks), a partition's
+bounds as arrays over every partition (pruning.evaluator's ranges, top-k's ranks), a partition's
 statistics as a row when one is asked for."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.core import schema as statistics_schema
-from lakestats.pruning.batch import ColumnRanges
+from lakestats.pruning.arrays import Ranges
 
 # a column's rows (and a partition's Hive values) are made one by one for the first views
 # asked (at least this many, up to an eighth of the partitions), then all at once
@@ -75,7 +75,7 @@ class ColumnStats:
         return pc.fill_null(pc.struct_field(self.struct, name), 0).to_numpy(
             zero_copy_only=False)
 
-    def arrays(self, name: str, any_rows: np.ndarray) -> ColumnRanges:
+    def arrays(self, name: str, any_rows: np.ndarray) -> Ranges:
         """StatsView.column's Range fields over the partitions."""
         held = self.struct.is_valid().to_numpy(zero_copy_only=False)
         nulls, nan = self.counts("null_count"), self.counts("nan_count")
@@ -84,9 +84,8 @@ class ColumnStats:
         lows[:], highs[:] = self.low, self.high
         bounded = np.fromiter((v is not None for v in self.low), bool, len(held))
         # a partition without the column (added later) holds it as nulls in every row
-        return ColumnRanges(name, lows, highs, held & (nonnull > 0),
-                        np.where(held, nulls > 0, any_rows), held & (nan > 0),
-                        ~held | bounded | (nonnull == 0))
+        return Ranges(lows, highs, held & (nonnull > 0), np.where(held, nulls > 0, any_rows),
+                      held & (nan > 0), ~held | bounded | (nonnull == 0), column=name)
 
     def row(self, i: int) -> dict | None:
         """Partition i's statistics of the column (rows, once a plan asks for many)."""

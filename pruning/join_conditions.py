@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from lakestats.pruning.predicate import StatsView, evaluate
+from lakestats.pruning.evaluator import evaluate_one
+from lakestats.pruning.predicate import StatsView
 
 Scope = dict          # alias -> a FROM item of the block
 
@@ -64,4 +65,4 @@ def null_rejecting(predicate: exp.Expression) -> bool:
     columns = {c.name for c in predicate.find_all(exp.Column)}
     nulls = StatsView({c: {"row_count": 1, "null_count": 1, "nan_count": 0, "low": None,
                            "high": None} for c in columns}, 1, columns)
-    return not evaluate(predicate, nulls).true
+    return not evaluate_one(predicate, nulls).true

@@ -19,7 +19,7 @@ from lakestats.formats import Selection, Snapshot, detect, open_snapshot
 from lakestats.metastore import files
 from lakestats.metastore.reader import NotPublished, StatisticsReader
 from lakestats.metastore.store import Store
-from lakestats.pruning.batch import evaluate_all
+from lakestats.pruning.evaluator import evaluate
 from lakestats.pruning.freshness import Freshness, freshness
 from lakestats.pruning.join_conditions import conjuncts
 from lakestats.pruning.predicate import StatsView
@@ -125,9 +125,9 @@ class JoinTable:
         mask = np.ones(len(self.report.paths), bool)
         if predicates:
             node = exp.and_(*predicates) if len(predicates) > 1 else predicates[0]
-            flags = evaluate_all(node, of_candidates(self.parts), self.member_all)
-            keep = np.array([f.true for f in flags], bool)
-            partial = keep & np.array([f.false or f.null for f in flags], bool)
+            flags = evaluate(node, of_candidates(self.parts), self.member_all)
+            keep = flags.true.copy()
+            partial = keep & (flags.false | flags.null)
             for column in sorted({c.name for c in node.find_all(exp.Column)}):
                 keep &= self._by_ranges(node, column, partial)
             mask[:len(self.parts)] = keep
@@ -156,7 +156,7 @@ class JoinTable:
         views = [StatsView({column: {**self.parts[i].stats(column), "low": low,
                                      "high": high}}, self.parts[i].rows, {column})
                  for i, low, high in zip(owners.tolist(), lows, highs)]
-        hits = np.array([f.true for f in evaluate_all(node, views, lambda *_: None)], bool)
+        hits = evaluate(node, views).true
         ranged = np.zeros(len(asked), bool)
         ranged[owners] = True
         out[ranged] = False

@@ -32,7 +32,7 @@ from lakestats.metastore.reader import NotPublished, StatisticsReader
 from lakestats.pruning.join_extract import extract, parse, tables_named, unnamed
 from lakestats.pruning.join_graph import NOT_IN, JoinGraph, Origin
 from lakestats.pruning.join_tables import JoinTable, TablePruning, comparable, table_schema
-from lakestats.pruning.ranges import session_zone
+from lakestats.pruning.temporal import session_zone
 
 MAX_ROUNDS = 8                  # rounds over a cyclic graph's edges
 MAX_DIP_RANGES = 65_536         # a diP's ranges, compacted beyond (a superset: still sound)

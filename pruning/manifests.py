@@ -17,7 +17,7 @@ from sqlglot import expressions as E
 from lakestats.core import schema
 from lakestats.core.types import to_text
 from lakestats.formats.manifest_statistics import Stored
-from lakestats.pruning.batch import evaluate_all
+from lakestats.pruning.evaluator import evaluate
 from lakestats.pruning.predicate import StatsView, columns_of, parse
 from lakestats.pruning.columns import bounds
 
@@ -50,8 +50,7 @@ def lookup(stored: Stored, columns: list[str] | None = None, where: str | None =
     keep = np.ones(table.num_rows, bool)
     if partition_filter is not None:
         views = _views(table, stored.table_schema, filtered)
-        flags = evaluate_all(partition_filter, views, lambda *_: None)
-        keep = np.array([f.true for f in flags], bool)
+        keep = evaluate(partition_filter, views).true
     kept = table.filter(pa.array(keep))
     out = {"manifests": table.num_rows, "manifests_kept": kept.num_rows,
            "partition_filter": partition_filter and partition_filter.sql("spark"),

@@ -1,7 +1,7 @@
 """Which data files a query must read: filter, LIMIT and top-k pruning over the published
 statistics.
 
-- filter: a partition is skipped iff the predicate cannot be true in it (pruning.predicate),
+- filter: a partition is skipped iff the predicate cannot be true in it (pruning.evaluator),
   fully matching iff it can be neither false nor null.
 - LIMIT k: rows certainly matching come from fully matching partitions (all their rows) and,
   for single-column predicates, from the histogram bins wholly inside the predicate's range.
@@ -34,11 +34,10 @@ from lakestats.metastore import files
 from lakestats.metastore.histograms import histogram_bins
 from lakestats.metastore.layout import HISTOGRAMS
 from lakestats.metastore.reader import StatisticsReader
-from lakestats.pruning.batch import CONSTANTS, evaluate_arrays
+from lakestats.pruning.evaluator import constant_range, evaluate
 from lakestats.pruning.freshness import Freshness, freshness, list_ahead
-from lakestats.pruning.predicate import (PredicateError, StatsView, columns_of, parse,
-                                         value_range)
-from lakestats.pruning.ranges import session_zone
+from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, parse
+from lakestats.pruning.temporal import session_zone
 from lakestats.pruning.validate import unknown_column, validate
 from lakestats.pruning.views import Candidate, Matching, Partitions, membership_of
 
@@ -114,7 +113,7 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     paths = partitions.paths
     flags = None
     if node is not None:    # over every partition: the membership test knows them by position
-        flags = evaluate_arrays(node, partitions, membership_of(partitions))
+        flags = evaluate(node, partitions, membership_of(partitions))
     now = freshness(uri, stats.manifest, dict(zip(paths, partitions.fingerprints)),
                     assume_current, listed)
     described = now.described_all(paths)
@@ -186,7 +185,7 @@ def _certain_rows(p: Candidate, node, stats: StatisticsReader, schema: pa.Schema
         views.append(StatsView({column: {"row_count": count, "null_count": 0,
                                          "nan_count": count * nan, "low": None if nan else low,
                                          "high": None if nan else high}}, count, {column}))
-    flags = evaluate_arrays(node, views, lambda *_: None)      # each cell as a partition
+    flags = evaluate(node, views)      # each cell as a partition
     counts = np.array([count for _, _, count in cells], np.int64)
     return int(counts[~(flags.false | flags.null)].sum())
 
@@ -205,7 +204,7 @@ def _equal_values(node) -> list | None:
         return None
     if not isinstance(column, E.Column) or not items or any(x.find(E.Column) for x in items):
         return None
-    ranges = [value_range(x, CONSTANTS) for x in items]
+    ranges = [constant_range(x) for x in items]
     if not all(r.known and r.values and not r.nan and r.low == r.high for r in ranges):
         return None
     return [r.low for r in ranges]

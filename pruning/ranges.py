@@ -4,14 +4,13 @@ values over a partition's rows; Flags say whether a predicate may be true, false
 some row. Spark semantics: NaN is above every number, comparisons with NULL are null."""
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import datetime as dt
 import decimal
 from dataclasses import dataclass, replace
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlglot import expressions as E
+
+from lakestats.pruning.temporal import SESSION_ZONE, Months
 
 
 @dataclass(frozen=True)
@@ -28,50 +27,26 @@ class Range:
 
 UNKNOWN = Range(known=False)
 
-# The zone a timestamp without one is read in, as Spark's spark.sql.session.timeZone: a
-# literal '2024-03-02 00:00:00' against a zoned column, a TIMESTAMP_NTZ against a zoned
-# value, and the day, year or truncation of a zoned timestamp.
-SESSION_ZONE: contextvars.ContextVar[dt.tzinfo] = contextvars.ContextVar(
-    "session_zone", default=dt.timezone.utc)
-
-
-def zone_of(name: str | None) -> dt.tzinfo:
-    """A zone by IANA name or Spark's fixed offsets ('+05:30', 'UTC'); None: UTC."""
-    if not name or name.upper() in ("UTC", "Z", "GMT"):
-        return dt.timezone.utc
-    if name[0] in "+-":
-        try:
-            return dt.datetime.strptime(name, "%z").tzinfo
-        except ValueError:
-            pass
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"time zone {name!r}: not an IANA zone name (such as "
-                         "America/Los_Angeles) or an offset (such as +05:30)") from None
-
-
-@contextlib.contextmanager
-def session_zone(name: str | None):
-    token = SESSION_ZONE.set(zone_of(name))
-    try:
-        yield
-    finally:
-        SESSION_ZONE.reset(token)
-
-
-def local(v: dt.datetime) -> dt.datetime:
-    """A timestamp's wall-clock time in the session zone: a zoned one converted, a naive one
-    (TIMESTAMP_NTZ) as it is."""
-    return v.astimezone(SESSION_ZONE.get()) if v.tzinfo else v
-
-
 def literal(value) -> Range:
     if value is None:
         return Range(values=False, nulls=True)
     if isinstance(value, float) and value != value:
         return Range(values=False, nulls=False, nan=True)
     return Range(value, value, values=True, nulls=False)
+
+
+def sql_literal(node: E.Literal) -> Range:
+    """A SQL literal's range: text, or the narrowest of integer, float and decimal."""
+    if node.is_string:
+        return literal(node.this)
+    text = node.this
+    try:
+        return literal(int(text))
+    except ValueError:
+        pass
+    if any(c in text.lower() for c in "e") or text.lower() in ("nan", "inf"):
+        return literal(float(text))
+    return literal(decimal.Decimal(text))
 
 
 @dataclass(frozen=True)
@@ -86,6 +61,7 @@ class Flags:
 
 
 MAYBE = Flags(True, True, True)
+
 
 # -- arithmetic
 
@@ -138,20 +114,6 @@ def _negate(x):
     return Months(-x.n) if isinstance(x, Months) else -x
 
 
-@dataclass(frozen=True)
-class Months:
-    """An interval of months or years: adding it is monotone (Spark clamps the day)."""
-    n: int
-
-    def shift(self, d):
-        if not isinstance(d, dt.date):
-            raise TypeError("months add to dates and timestamps only")
-        month = d.month - 1 + self.n
-        year, month = d.year + month // 12, month % 12 + 1
-        last = (dt.date(year + (month == 12), month % 12 + 1, 1) - dt.timedelta(days=1)).day
-        return d.replace(year=year, month=month, day=min(d.day, last))
-
-
 def union(ranges: list[Range]) -> Range:
     if not ranges or not all(r.known for r in ranges):
         return UNKNOWN
@@ -166,7 +128,7 @@ def union(ranges: list[Range]) -> Range:
 
 
 # -- comparison rules: operator -> (may be true, may be false) for ranges a (left), b (right);
-# written with & and |, so that a's bounds may also be arrays over partitions (pruning.batch)
+# written with & and |, so that a's bounds may also be arrays over partitions (pruning.arrays)
 
 def _lt(a, b): return a.low < b.high, a.high >= b.low
 def _le(a, b): return a.low <= b.high, a.high > b.low
@@ -250,14 +212,3 @@ def successor(prefix: str) -> str | None:
             return "".join(chars)
         chars.pop()
     return None
-
-
-def all_of(flags: list[Flags]) -> Flags:
-    return Flags(all(f.true for f in flags), any(f.false for f in flags),
-                 any(f.null for f in flags) and all(f.true or f.null for f in flags))
-
-
-def any_of(flags: list[Flags]) -> Flags:
-    return Flags(any(f.true for f in flags), all(f.false for f in flags),
-                 any(f.null for f in flags) and all(f.false or f.null for f in flags))
-

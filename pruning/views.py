@@ -19,10 +19,11 @@ from lakestats.metastore.layout import Layout
 from lakestats.metastore.membership import read_blooms
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
-from lakestats.pruning.batch import ColumnRanges, FlagArrays, MemberAll, Views
 from lakestats.pruning.columns import NOT_READ_AHEAD, ColumnStats, one_by_one
-from lakestats.pruning.predicate import StatsView
-from lakestats.pruning.ranges import Flags
+from lakestats.pruning.evaluator import MemberAll
+from lakestats.pruning.predicate import StatsView, Views
+from lakestats.pruning.arrays import FlagArrays, Ranges
+from lakestats.pruning.ranges import UNKNOWN, Flags
 
 ALWAYS = Flags(True, False, False)
 # what a plan reads of each partition besides the columns' statistics (Partitions takes them
@@ -83,7 +84,7 @@ class Candidate:
 def candidates(stats: StatisticsReader, wanted: set[str], index: pa.Table | None = None
                ) -> tuple[list[Candidate], MemberAll]:
     """Every partition of the version, with the statistics of the `wanted` columns, and the
-    membership test of many partitions at once (pruning.batch); from `index`, the partition
+    membership test of many partitions at once (pruning.evaluator); from `index`, the partition
     index holding those columns, when the caller has read it."""
     partitions = Partitions.of(stats, wanted, index)
     return partitions.candidates, membership_of(partitions)
@@ -110,6 +111,7 @@ class Partitions(Views):
         self.hive_names = set(pc.unique(self._hive_column.combine_chunks().keys).to_pylist())
         self._views: list[StatsView | None] = [None] * len(self.rows)
         self._ranks: dict[str, tuple | None] = {}
+        self._directories: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.layout, inexact = stats.layout, stats.manifest.inexact
         # false where the format deletes rows the statistics still count (Candidate.exact)
         self.exact = np.fromiter((p not in inexact for p in self.paths), bool, len(self.paths))
@@ -177,8 +179,7 @@ class Partitions(Views):
                 if name in self.wanted and name not in held:
                     held[name] = {"row_count": self.rows[i], "null_count": 0, "nan_count": 0,
                                   "low": _guess(value), "high": _guess(value)}
-            self._views[i] = StatsView(held, self.rows[i], self.table_columns(i), _membership(
-                self.candidate(i), i, self.table_schema, held, self.blooms))
+            self._views[i] = StatsView(held, self.rows[i], self.table_columns(i))
         return self._views[i]
 
     def held_count(self, i: int, column: str, values: list) -> int | None:
@@ -191,8 +192,14 @@ class Partitions(Views):
 
     def arrays_of(self, column: str) -> ColumnStats | None:
         """The column's arrays, where they are all a view would hold of it (no Hive
-        directory gives it a value); else None: ask the views."""
-        return None if column in self.hive_names else self.per_column.get(column)
+        directory gives a value to a partition without its statistics); else None: ask
+        the views."""
+        found = self.per_column.get(column)
+        if found is None or column not in self.hive_names:
+            return found
+        owners, _ = self._directory_values(column)
+        return found if found.struct.is_valid().to_numpy(zero_copy_only=False)[owners].all() \
+            else None
 
     def stats_of(self, i: int, column: str) -> dict | None:
         """Partition i's statistics of `column` (its view's), None where it has none."""
@@ -223,20 +230,51 @@ class Partitions(Views):
                 "rows": stats.counts("row_count")[at], "nulls": stats.counts("null_count")[at],
                 "nan": stats.counts("nan_count")[at], "low": low[at], "high": high[at]}
 
-    def columns(self, name: str) -> ColumnRanges:
-        """StatsView.column of every partition, as arrays (from views where a Hive
-        directory holds the column)."""
-        found = self.arrays_of(name)
-        if found is None:
-            return super().columns(name)
-        return found.arrays(name, np.array(self.rows) > 0)
+    def columns(self, name: str) -> Ranges:
+        """StatsView.column of every partition, as arrays: the index's statistics, else a
+        Hive directory's value (a view's statistics of a partition without the column's)."""
+        rows = np.asarray(self.rows, np.int64)
+        found = self.per_column.get(name)
+        if found is None:         # not the table's: unknown where no directory names it
+            out, held = Ranges.broadcast(UNKNOWN, len(rows)), np.zeros(len(rows), bool)
+            out.column = name
+        else:
+            out, held = found.arrays(name, rows > 0), found.struct.is_valid().to_numpy(
+                zero_copy_only=False)
+        if name in self.hive_names:
+            at, values = self._directory_values(name)
+            at, values = at[~held[at]], values[~held[at]]
+            out.low[at] = out.high[at] = values
+            out.values[at], out.nulls[at], out.nan[at] = rows[at] > 0, False, False
+            out.known[at] = np.not_equal(values, None) | (rows[at] == 0)
+        return out
+
+    def _directory_values(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The partitions with a Hive directory (or format partition) value of `name`, and
+        those values as Spark infers them (each distinct value guessed once; None where
+        there is none to guess)."""
+        if name not in self._directories:
+            self._directories[name] = self._read_directory_values(name)
+        return self._directories[name]
+
+    def _read_directory_values(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        values = self._hive_column.combine_chunks()
+        offsets = values.offsets.to_numpy()      # positions in the keys of every map
+        entries = np.flatnonzero(pc.equal(values.keys, name).to_numpy(zero_copy_only=False))
+        entries = entries[(entries >= offsets[0]) & (entries < offsets[-1])]
+        owners = np.searchsorted(offsets, entries, side="right") - 1
+        texts = values.items.take(pa.array(entries, pa.int64()))
+        distinct = pc.unique(texts)
+        guessed = np.empty(len(distinct), object)
+        guessed[:] = [None if t is None else _guess(t) for t in distinct.to_pylist()]
+        return owners, guessed[pc.index_in(texts, distinct).to_numpy(zero_copy_only=False)]
 
     def __len__(self) -> int:
         return len(self.rows)
 
 
 def of_candidates(parts: list[Candidate]) -> Views:
-    """What the batch evaluator reads of `parts`: their Partitions when they are all of one
+    """What the evaluator reads of `parts`: their Partitions when they are all of one
     (columnar), else their views."""
     if parts and parts is parts[0]._partitions._all:
         return parts[0]._partitions
@@ -274,7 +312,7 @@ class Matching:
 
 
 def membership_of(partitions: Partitions) -> MemberAll:
-    """The membership test of many of `partitions` at once (pruning.batch)."""
+    """The membership test of many of `partitions` at once (pruning.evaluator)."""
     table_schema, blooms, paths = partitions.table_schema, partitions.blooms, partitions.paths
 
     def member_all(column: str, values: list, asked: np.ndarray) -> np.ndarray | None:
@@ -316,12 +354,11 @@ def membership_of(partitions: Partitions) -> MemberAll:
 
 
 class _Blooms:
-    """The Bloom filters of a column: those of the partitions a batch question asks about
-    (`only`), or, for questions one partition at a time, every partition's at the first
-    (`of`). The values asked about are rendered and hashed once for all partitions."""
+    """The Bloom filters of a column, of the partitions a question asks about (`only`). The
+    values asked about are rendered and hashed once for all partitions."""
 
     def __init__(self, stats: StatisticsReader, per_column: dict[str, ColumnStats]):
-        self.stats, self.per_column, self.read, self.asked = stats, per_column, {}, {}
+        self.stats, self.per_column, self.asked = stats, per_column, {}
         self.found: dict[tuple, dict] = {}
 
     def texts(self, column: str, arrow_type: pa.DataType, values: list):
@@ -345,42 +382,10 @@ class _Blooms:
             self.found[key] = self.stats.holders(column, list(key[1]))
         return self.found[key]
 
-    def of(self, column: str, i: int) -> bytes:
-        if column not in self.read:
-            self.read[column] = read_blooms(self.stats.layout, [
-                row["bloom"] if row else None for row in self.per_column[column].rows])
-        return self.read[column][i]
-
     def only(self, column: str, held: list[int]) -> list[bytes]:
         """The filters of the partitions `held` alone (those the ranges kept)."""
-        if column in self.read:
-            return [self.read[column][i] for i in held]
         rows = self.per_column[column].rows
         return read_blooms(self.stats.layout, [rows[i]["bloom"] for i in held])
-
-
-def _membership(candidate: Candidate, i: int, table_schema: pa.Schema, held: dict,
-                blooms: _Blooms):
-    def member(column: str, values: list) -> list[bool] | None:
-        """Which values the partition may hold: its value set, Bloom filter or frequencies."""
-        if column not in held or column not in table_schema.names:
-            return None
-        asked = blooms.texts(column, table_schema.field(column).type, values)
-        if asked is None:
-            return None
-        texts, hashes = asked
-        holders = blooms.holders(column, texts)
-        if holders is not None:
-            return [candidate.path in holders.get(t, ()) for t in texts.to_pylist()]
-        if candidate.values(column) is not None:
-            present = pa.array([v["value"] for v in candidate.values(column)], pa.string())
-        elif candidate.has_bloom(column):
-            return BloomFilter.may_contain(blooms.of(column, i), hashes).tolist()
-        else:
-            present = files.read_frequencies(candidate.directory, [column])["value"]
-        return pc.is_in(texts, value_set=present.combine_chunks()
-                        if isinstance(present, pa.ChunkedArray) else present).to_pylist()
-    return member
 
 
 def _guess(text: str):

@@ -219,3 +219,35 @@ def test_a_long_in_list_uses_its_envelope_and_membership(table):
     assert kept(pruned(f"x IN ({evens})")) == ["high"]
     spread = ", ".join(str(v) for v in [5, *range(551, 750)])      # the envelope covers gap
     assert kept(pruned(f"x IN ({spread})")) == ["low"]              # its value set does not
+
+
+def test_in_a_list_of_expressions_is_not_membership_of_their_bounds(table):
+    """`x IN (y + 1)`: y + 1 ranges over [2, 5] in `f`, and its low bound 2 is not one of
+    x's values, yet the row y = 4, x = 5 matches. Membership is asked only for constants."""
+    pruned = table({"f": {"x": [5, 5], "y": [1, 4]}, "g": {"x": [50, 50], "y": [1, 2]}})
+    assert kept(pruned("x IN (y + 1)")) == ["f"]
+    assert kept(pruned("x IN (y + 1, 7)")) == ["f"]
+    assert kept(pruned("x = y + 1")) == ["f"]
+
+
+def test_hive_directory_values_as_arrays(tmp_path, run):
+    """A Hive column's ranges over every partition, as arrays, equal each partition's view
+    (where the index holds its statistics, and, with those dropped, from the directory
+    values alone), and prune as the values say."""
+    from lakestats.metastore.reader import StatisticsReader
+    from lakestats.pruning.predicate import Views
+    from lakestats.pruning.views import Partitions
+    for k, day in enumerate(["2024-01-01", "2024-01-02", "2024-01-03", "7", "x"]):
+        write(tmp_path / f"day={day}" / "f.parquet", pa.table({"v": list(range(k + 1))}))
+    run(tmp_path)
+    stats = StatisticsReader(f"{tmp_path}/_lakestats")
+    for drop in (False, True):
+        partitions = Partitions.of(stats, {"day", "v"}, None)
+        if drop:
+            del partitions.per_column["day"]
+        arrays, views = partitions.columns("day"), Views(partitions.views).columns("day")
+        for field in ("low", "high", "values", "nulls", "nan", "known"):
+            assert getattr(arrays, field).tolist() == getattr(views, field).tolist(), field
+    result = prune(f"{tmp_path}/_lakestats", "day > '2024-01-01'")
+    assert sorted(result.kept) == ["day=2024-01-02/f.parquet", "day=2024-01-03/f.parquet",
+                                   "day=7/f.parquet", "day=x/f.parquet"]

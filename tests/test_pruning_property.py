@@ -124,21 +124,24 @@ def test_limit_and_top_k_read_what_a_full_scan_reads(table, where, k, order):
 @SETTINGS
 @given(where=predicates)
 def test_all_partitions_at_once_answer_as_one_at_a_time(table, where):
-    """pruning.batch evaluates every partition at once, over the index's arrays (a plan's
-    Partitions) or over views; pruning.predicate, the reference, one partition at a time:
-    the same flags for every partition."""
+    """The evaluator over the index's arrays (a plan's Partitions), over each partition's
+    view, and over each view alone (constants broadcast to one partition): the same flags
+    for every partition."""
     from lakestats.metastore.reader import StatisticsReader
-    from lakestats.pruning.batch import evaluate_all
-    from lakestats.pruning.predicate import columns_of, evaluate, parse
+    from lakestats.pruning.evaluator import evaluate, evaluate_one
+    from lakestats.pruning.predicate import columns_of, parse
     from lakestats.pruning.views import Partitions, candidates, of_candidates
     node = parse(where)
     parts, member_all = candidates(StatisticsReader(f"{table}/_lakestats"), columns_of(node))
     columnar = of_candidates(parts)
     assert isinstance(columnar, Partitions)
-    flags = evaluate_all(node, columnar, member_all)
+    flags = evaluate(node, columnar, member_all).flags()
     views = [p.view for p in parts]
-    assert flags == evaluate_all(node, views, member_all) == [evaluate(parse(where), v)
-                                                              for v in views]
+    assert flags == evaluate(node, views, member_all).flags()
+    # alone, without membership tests: never fewer flags raised
+    alone = [evaluate_one(parse(where), v) for v in views]
+    assert all(a.true >= f.true and a.false >= f.false and a.null >= f.null
+               for a, f in zip(alone, flags)), where
 
 
 @seed(20261127)
@@ -150,14 +153,14 @@ def test_top_k_over_arrays_keeps_what_top_k_one_by_one_keeps(table, where, k, or
     bounds compared one partition at a time."""
     from lakestats.metastore.reader import StatisticsReader
     from lakestats.pruning import plan
-    from lakestats.pruning.batch import evaluate_arrays
+    from lakestats.pruning.evaluator import evaluate
     from lakestats.pruning.predicate import columns_of, parse
     from lakestats.pruning.views import Matching, Partitions, membership_of
     stats = StatisticsReader(f"{table}/_lakestats")
     column, direction = order.split()
     node = parse(where) if where else None
     partitions = Partitions.of(stats, (columns_of(node) if node else set()) | {column}, None)
-    flags = evaluate_arrays(node, partitions, membership_of(partitions)) if node else None
+    flags = evaluate(node, partitions, membership_of(partitions)) if node else None
     m = Matching(partitions, flags.true if flags else np.ones(len(partitions), bool), flags)
     key = (column, direction == "DESC")
     assert len(m) == 0 or m.order_arrays(column) is not None
@@ -182,13 +185,13 @@ def test_certain_rows_are_rows_that_match(table, where):
     those for integers and text."""
     from lakestats.metastore.reader import StatisticsReader
     from lakestats.pruning import plan
-    from lakestats.pruning.batch import evaluate_arrays
+    from lakestats.pruning.evaluator import evaluate
     from lakestats.pruning.predicate import columns_of, parse
     from lakestats.pruning.views import Matching, Partitions, membership_of
     stats = StatisticsReader(f"{table}/_lakestats")
     node = parse(where)
     partitions = Partitions.of(stats, columns_of(node), None)
-    flags = evaluate_arrays(node, partitions, membership_of(partitions))
+    flags = evaluate(node, partitions, membership_of(partitions))
     m = Matching(partitions, flags.true, flags)
     paths = files(table)
     for j in range(len(m)):
