@@ -2,7 +2,7 @@
 
 `prune` first lists the table (Store.list_files) to find files landed, rewritten or gone since
 the statistics; `assume_current=True` skips the listing. Both are timed in-process (median of
-5, after a warm-up) for four queries, on local disk and on moto's S3 server, beside the listing
+5, after a warm-up) for seven queries, on local disk and on moto's S3 server, beside the listing
 alone and a peer's listing of the same table: DuckDB's glob and Spark's file index (local),
 pyarrow's recursive S3 get_file_info (S3).
 
@@ -52,7 +52,13 @@ def queries(files: int) -> list[tuple[str, str | None, int | None, str | None]]:
             ("range: 1% of the keys", f"key BETWEEN {mid} AND {mid + files * ROWS // 100 - 1}",
              None, None),
             ("LIMIT 100, name = 'name-07'", "name = 'name-07'", 100, None),
-            ("ORDER BY key DESC LIMIT 10", None, 10, "key DESC")]
+            ("ORDER BY key DESC LIMIT 10", None, 10, "key DESC"),
+            # shapes evaluated over the bounds as arrays: a Hive directory column, a date
+            # function, arithmetic
+            ("Hive column: day >= D",
+             f"day >= DATE '{START + datetime.timedelta(days=files // PER_DIR // 2)}'", None, None),
+            ("year(day) = Y AND key < K", f"year(day) = {START.year} AND key < {mid}", None, None),
+            ("arithmetic: key * 2 + 1 > K", f"key * 2 + 1 > {2 * mid}", None, None)]
 
 
 def rel_path(i: int) -> str:

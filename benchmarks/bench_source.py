@@ -236,7 +236,7 @@ def at_scale(spark, n: int, data: Path, repeat: int, reads: Reads) -> None:
     print(f"\n3. {n:,} files of 100 rows (bench_planning_freshness' table): files read / "
           "seconds, end to end, each way's DataFrame made once")
     plain, source = spark.read.parquet(table), spark.read.format("lakestats").load(table)
-    for name, where, limit, order in queries(n):
+    for name, where, limit, order in queries(n)[:4]:
         def frame(df, where=where, limit=limit, order=order):
             if where:
                 df = df.where(where)
