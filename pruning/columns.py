@@ -3,6 +3,7 @@ bounds as arrays over every partition (pruning.evaluator's ranges, top-k's ranks
 statistics as a row when one is asked for."""
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,6 +31,8 @@ class ColumnStats:
     struct: pa.StructArray
     low: list
     high: list
+    # the bounds as Arrow arrays, as the evaluator takes them (rounded()); None without bounds
+    arrow: tuple[pa.Array, pa.Array] | None
     # the partitions' short value lists (None: too many values to keep), or how to read them
     value_lists: pa.Array | Callable[[], pa.Array]
     _rows: list | None = None
@@ -43,11 +46,11 @@ class ColumnStats:
         struct = index[statistics_schema.index_column_name(table_schema.get_field_index(
             column))].combine_chunks()
         fields = [f.name for f in struct.type]
+        arrow, low, high = None, [None] * len(struct), [None] * len(struct)
         if "min" in fields:
-            low, high = bounds(pc.struct_field(struct, "min"), pc.struct_field(struct, "max"))
-        else:
-            low = high = [None] * len(struct)
-        return cls(struct, low, high, pc.struct_field(struct, "values")
+            arrow = rounded(pc.struct_field(struct, "min"), pc.struct_field(struct, "max"))
+            low, high = as_python(arrow[0]), as_python(arrow[1])
+        return cls(struct, low, high, arrow, pc.struct_field(struct, "values")
                    if "values" in fields or read_values is None else read_values)
 
     def values(self) -> pa.Array:
@@ -56,15 +59,12 @@ class ColumnStats:
         return self.value_lists
 
     def ranks(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Each partition's low and high bound (as the evaluator takes them: bounds()) as its
-        dense rank among all the bounds, equal bounds equal ranks, 0 where there is none;
+        """Each partition's low and high bound (as the evaluator takes them: rounded()) as
+        its dense rank among all the bounds, equal bounds equal ranks, 0 where there is none;
         None for a column without bounds."""
-        if "min" not in [f.name for f in self.struct.type]:
+        if self.arrow is None:
             return None
-        kind = self.struct.type.field("min").type
-        if pa.types.is_timestamp(kind):
-            kind = pa.timestamp("us", kind.tz)          # as bounds() rounded them
-        both = pa.array(self.low + self.high, kind)
+        both = pa.concat_arrays(list(self.arrow))
         ranked = pc.rank(both, tiebreaker="dense").to_numpy(zero_copy_only=False).astype(
             np.int64)
         ranked[both.is_null().to_numpy(zero_copy_only=False)] = 0
@@ -129,9 +129,29 @@ def one_by_one(asked: int, partitions: int) -> bool:
 
 def bounds(low: pa.Array, high: pa.Array) -> tuple[list, list]:
     """Typed lower and upper bounds as the evaluator takes them (Python values)."""
+    low, high = rounded(low, high)
+    return as_python(low), as_python(high)
+
+
+def rounded(low: pa.Array, high: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """Bounds in units Python holds: nanosecond timestamps rounded outwards to microseconds."""
     if pa.types.is_timestamp(low.type) and low.type.unit == "ns":
-        # Python datetimes hold microseconds: round the range outwards
         coarse = pa.timestamp("us", low.type.tz)
         low = pc.floor_temporal(low, unit="microsecond").cast(coarse)
         high = pc.ceil_temporal(high, unit="microsecond").cast(coarse)
-    return low.to_pylist(), high.to_pylist()
+    return low, high
+
+
+def as_python(values: pa.Array) -> list:
+    """Arrow values as Python's (to_pylist); dates and timestamps through NumPy, 30 to 100
+    times faster at 10,000 partitions: a zoned timestamp as the same instant in UTC, and a
+    value past Python's year 9999 as its integer, which compares with no date or timestamp
+    (the evaluator's unknown) where to_pylist would raise."""
+    kind = values.type
+    if not (pa.types.is_date32(kind) or pa.types.is_timestamp(kind) and kind.unit != "ns"):
+        return values.to_pylist()
+    out = values.to_numpy(zero_copy_only=False).astype(object).tolist()
+    if pa.types.is_timestamp(kind) and kind.tz:
+        return [v.replace(tzinfo=dt.timezone.utc) if isinstance(v, dt.datetime) else v
+                for v in out]
+    return out
