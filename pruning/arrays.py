@@ -82,6 +82,11 @@ class FlagArrays:
     def broadcast(cls, f: Flags, n: int) -> FlagArrays:
         return cls(np.full(n, f.true), np.full(n, f.false), np.full(n, f.null))
 
+    def maybe_where(self, unknown: np.ndarray) -> FlagArrays:
+        """These flags, all raised where `unknown` (in place)."""
+        self.true[unknown] = self.false[unknown] = self.null[unknown] = True
+        return self
+
     def flags(self) -> list[Flags]:
         return [Flags(t, f, n) for t, f, n in zip(self.true.tolist(), self.false.tolist(),
                                                    self.null.tolist())]
@@ -160,9 +165,7 @@ def compare_constant(op: type, a: Ranges, b: Range) -> FlagArrays:
         true |= a.nan & NAN_LEFT[op]
         false |= a.nan & (not NAN_LEFT[op])
         out = FlagArrays(true, false, null)
-    unknown = ~a.known
-    out.true[unknown] = out.false[unknown] = out.null[unknown] = True
-    return out
+    return out.maybe_where(~a.known)
 
 
 def _aligned_all(values: np.ndarray, like) -> np.ndarray:

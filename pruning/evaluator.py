@@ -294,7 +294,9 @@ def _in(node: E.In, s: Scope) -> FlagArrays:
     constants = [i for i in items if isinstance(i, Range)]
     if not all(i.known for i in constants):
         return FlagArrays.broadcast(MAYBE, n)
-    no_null = np.logical_and.reduce([lift(i, n).values for i in items])
+    no_null = np.ones(n, bool)          # no item is NULL (in this partition)
+    for i in items:
+        no_null &= i.values
     try:
         envelope = in_envelope(items) if len(constants) == len(items) else None
     except TypeError:
@@ -352,9 +354,7 @@ def _like(node: E.Like, s: Scope) -> FlagArrays:
             high, prefix)).to_numpy(zero_copy_only=False)
     else:
         out.false[held] = True
-    unknown = ~a.known
-    out.true[unknown] = out.false[unknown] = out.null[unknown] = True
-    return out
+    return out.maybe_where(~a.known)
 
 
 def _boolean_column(node: E.Expression, s: Scope) -> FlagArrays:
@@ -383,4 +383,5 @@ BOOLEAN_RULES: dict[type, Callable[[E.Expression, Scope], FlagArrays]] = {
 
 
 def _flags(node: E.Expression, s: Scope) -> FlagArrays:
-    return _apply(BOOLEAN_RULES, node, s, None) or FlagArrays.broadcast(MAYBE, len(s))
+    found = _apply(BOOLEAN_RULES, node, s, None)
+    return FlagArrays.broadcast(MAYBE, len(s)) if found is None else found
