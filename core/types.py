@@ -6,6 +6,7 @@ zoned), the shortest round-trip text for floats, exact decimal text, lowercase h
 """
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 
 import numpy as np
@@ -75,6 +76,36 @@ def min_max(values: pa.Array) -> list[pa.Scalar]:
         return [pa.scalar(mm[k].as_py(), pa.int64()).cast(values.type) for k in ("min", "max")]
     mm = pc.min_max(values)
     return [mm["min"], mm["max"]]
+
+
+# seconds since the epoch of 0001-01-02 and 9999-12-30 UTC: a date or timestamp between them
+# is a year from 1 to 9999 in any zone (offsets stay within a day)
+_SAFE_SECONDS = tuple(int(dt.datetime(*ymd, tzinfo=dt.timezone.utc).timestamp())
+                      for ymd in ((1, 1, 2), (9999, 12, 30)))
+
+
+def reads_back(extremes: list[pa.Scalar]) -> None:
+    """ValueError unless the canonical text of a date or timestamp column's extremes reads
+    back as the same values: statistics keep values as text, whose years run from 0 (1 for a
+    date) to 9999, as Spark's dates and timestamps do."""
+    values = pa.array(extremes, extremes[0].type)
+    kind = values.type
+    if not (pa.types.is_date(kind) or pa.types.is_timestamp(kind)):
+        return
+    unit = "D" if pa.types.is_date32(kind) else "ms" if pa.types.is_date64(kind) else kind.unit
+    ticks = values.view(pa.int32() if unit == "D" else pa.int64()).to_pylist()
+    per_second = {"D": 1 / 86400, "s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[unit]
+    if all(_SAFE_SECONDS[0] <= t / per_second <= _SAFE_SECONDS[1] for t in ticks):
+        return                                   # the common case, without rendering text
+    text = to_text(values)
+    try:
+        same = from_text(text, values.type).equals(values)
+    except (pa.ArrowException, ValueError, OverflowError):
+        same = False
+    if not same:      # shown by NumPy, whose years do not end at 9999 (UTC for a zoned one)
+        low, high = (str(np.datetime64(t, unit)) for t in ticks)
+        raise ValueError(f"values from {low} to {high}: outside the years statistics keep "
+                         "(0 or 1 to 9999, as Spark's dates and timestamps)")
 
 
 def normalize(arr: pa.Array) -> pa.Array:

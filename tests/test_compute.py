@@ -129,6 +129,26 @@ def test_bad_files_fail_alone_and_block_publication(tmp_path, run):
     assert table_stats(tmp_path).summary(partition="empty.parquet")["row_count"] == 0
 
 
+def test_dates_past_year_9999_fail_their_file_naming_the_column(tmp_path, run):
+    """Statistics keep values as text, whose years end at 9999 (as Spark's): a file with a
+    later date or timestamp fails alone, naming its column and the values, where its text
+    would have been written and then not read back (or, for seconds, rendered wrong)."""
+    write(tmp_path / "good.parquet", pa.table({"d": pa.array([0, 2932896], pa.date32()),
+                                               "t": pa.array([0, 253402300799],
+                                                             pa.timestamp("s", "UTC"))}))
+    write(tmp_path / "late.parquet", pa.table({"d": pa.array([0, 3_000_000], pa.date32())}))
+    write(tmp_path / "far.parquet", pa.table({"t": pa.array([2**40], pa.timestamp("s", "UTC"))}))
+    with pytest.raises(ComputeFailed) as failed:
+        run(tmp_path)
+    reasons = failed.value.report.failed
+    assert sorted(reasons) == ["far.parquet", "late.parquet"]
+    assert "column 'd'" in reasons["late.parquet"] and "10183-09-21" in reasons["late.parquet"]
+    assert "column 't'" in reasons["far.parquet"] and "36812-02-20" in reasons["far.parquet"]
+    run(tmp_path, allow_partial=True)
+    cols = {c["column"]: c for c in table_stats(tmp_path).summary()["columns"]}
+    assert (cols["d"]["min"], cols["d"]["max"]) == ("1970-01-01", "9999-12-31")
+
+
 def test_schema_drift_widens_or_names_the_column(tmp_path, run):
     write(tmp_path / "a.parquet", pa.table({"k": pa.array([1, 2], pa.int32())}))
     write(tmp_path / "b.parquet", pa.table({"k": pa.array([2**40, None], pa.int64()),

@@ -74,7 +74,10 @@ class ColumnStats:
                 values = values.filter(pc.invert(nan))
         if len(values) == 0:
             return
-        self.extremes += ty.min_max(values)
+        extremes = ty.min_max(values)
+        if self.kind == ty.TEMPORAL:
+            ty.reads_back(extremes)
+        self.extremes += extremes
         if self.kind == ty.BOOLEAN:
             self.true_count += pc.sum(values).as_py()
         elif self.kind in ty.LENGTH_KINDS:
