@@ -86,8 +86,8 @@ _SAFE_SECONDS = tuple(int(dt.datetime(*ymd, tzinfo=dt.timezone.utc).timestamp())
 
 def reads_back(extremes: list[pa.Scalar]) -> None:
     """ValueError unless the canonical text of a date or timestamp column's extremes reads
-    back as the same values: statistics keep values as text, whose years run from 0 (1 for a
-    date) to 9999, as Spark's dates and timestamps do."""
+    back as the same values: statistics keep values as text, whose years run from 0 to 9999
+    (Spark's dates and timestamps end at 9999 too)."""
     values = pa.array(extremes, extremes[0].type)
     kind = values.type
     if not (pa.types.is_date(kind) or pa.types.is_timestamp(kind)):
@@ -105,7 +105,7 @@ def reads_back(extremes: list[pa.Scalar]) -> None:
     if not same:      # shown by NumPy, whose years do not end at 9999 (UTC for a zoned one)
         low, high = (str(np.datetime64(t, unit)) for t in ticks)
         raise ValueError(f"values from {low} to {high}: outside the years statistics keep "
-                         "(0 or 1 to 9999, as Spark's dates and timestamps)")
+                         "(years 0 to 9999; Spark's dates and timestamps end at 9999 too)")
 
 
 def normalize(arr: pa.Array) -> pa.Array:
