@@ -88,14 +88,14 @@ def reads_back(extremes: list[pa.Scalar]) -> None:
     """ValueError unless the canonical text of a date or timestamp column's extremes reads
     back as the same values: statistics keep values as text, whose years run from 0 to 9999
     (Spark's dates and timestamps end at 9999 too)."""
-    values = pa.array(extremes, extremes[0].type)
-    kind = values.type
+    kind = extremes[0].type
     if not (pa.types.is_date(kind) or pa.types.is_timestamp(kind)):
         return
+    values = pa.array(extremes, kind)
     unit = "D" if pa.types.is_date32(kind) else "ms" if pa.types.is_date64(kind) else kind.unit
     ticks = values.view(pa.int32() if unit == "D" else pa.int64()).to_pylist()
-    per_second = {"D": 1 / 86400, "s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[unit]
-    if all(_SAFE_SECONDS[0] <= t / per_second <= _SAFE_SECONDS[1] for t in ticks):
+    seconds = {"D": 86400, "s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+    if all(_SAFE_SECONDS[0] <= t * seconds <= _SAFE_SECONDS[1] for t in ticks):
         return                                   # the common case, without rendering text
     text = to_text(values)
     try:

@@ -66,6 +66,9 @@ def build(parts: list[tuple[DataFile, pa.Table]], table_schema: pa.Schema,
     return pa.Table.from_arrays(arrays, names=names)
 
 
+MEMBERSHIP = ("bloom_pack", "bloom_offset", "bloom_length")      # besides the values
+
+
 def _column(taken: dict[str, pa.Array], where: np.ndarray, member: list[dict | None],
             states: list[list | None], field: pa.Field) -> pa.StructArray:
     """A column's struct over the partitions: its statistics in each (`taken`, null where the
@@ -90,9 +93,6 @@ def _column(taken: dict[str, pa.Array], where: np.ndarray, member: list[dict | N
         else:
             children.append(taken[child.name].cast(child.type))
     return pa.StructArray.from_arrays(children, fields=list(struct), mask=pa.array(absent))
-
-
-MEMBERSHIP = ("bloom_pack", "bloom_offset", "bloom_length")      # besides the values
 
 
 def _values(tables: list[pa.Table | None], list_type: pa.DataType) -> pa.ListArray:

@@ -75,8 +75,8 @@ class FlagArrays:
 
     @classmethod
     def of(cls, flags: list[Flags]) -> FlagArrays:
-        return cls(np.array([f.true for f in flags], bool), np.array([f.false for f in flags], bool),
-                   np.array([f.null for f in flags], bool))
+        return cls(*(np.array([getattr(f, k) for f in flags], bool)
+                     for k in ("true", "false", "null")))
 
     @classmethod
     def broadcast(cls, f: Flags, n: int) -> FlagArrays:
@@ -104,8 +104,10 @@ class FlagArrays:
     def either(self, other: FlagArrays) -> FlagArrays:
         return self.negated().both(other.negated()).negated()
 
+
 class NotArrays(LakestatsError):
     """These bounds do not compare as arrays: compare them one partition at a time."""
+
 
 Value = Range | Ranges        # a constant's range, or one range per partition
 

@@ -4,6 +4,7 @@ statistics as a row when one is asked for."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -53,6 +54,11 @@ class ColumnStats:
         return cls(struct, low, high, arrow, pc.struct_field(struct, "values")
                    if "values" in fields or read_values is None else read_values)
 
+    @functools.cached_property
+    def held(self) -> np.ndarray:
+        """Which partitions have statistics of the column."""
+        return self.struct.is_valid().to_numpy(zero_copy_only=False)
+
     def values(self) -> pa.Array:
         if callable(self.value_lists):
             self.value_lists = self.value_lists()
@@ -77,7 +83,7 @@ class ColumnStats:
 
     def arrays(self, name: str, any_rows: np.ndarray) -> Ranges:
         """StatsView.column's Range fields over the partitions."""
-        held = self.struct.is_valid().to_numpy(zero_copy_only=False)
+        held = self.held
         nulls, nan = self.counts("null_count"), self.counts("nan_count")
         nonnull = self.counts("row_count") - nulls - nan
         lows, highs = np.empty(len(held), object), np.empty(len(held), object)

@@ -15,7 +15,8 @@ from lakestats.pruning.ranges import UNKNOWN, Range
 
 
 class StatsView:
-    """One partition as the evaluator sees it: typed ranges of its columns. `stats` maps a column to its statistics row with `low`/`high` already typed."""
+    """One partition as the evaluator sees it: typed ranges of its columns. `stats` maps a
+    column to its statistics row with `low`/`high` already typed."""
 
     def __init__(self, stats: dict[str, dict], row_count: int, table_columns: set[str]):
         self.stats, self.row_count, self.table_columns = stats, row_count, table_columns

@@ -112,6 +112,7 @@ class Partitions(Views):
         self._views: list[StatsView | None] = [None] * len(self.rows)
         self._ranks: dict[str, tuple | None] = {}
         self._directories: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._arrays: dict[str, ColumnStats | None] = {}
         self.layout, inexact = stats.layout, stats.manifest.inexact
         # false where the format deletes rows the statistics still count (Candidate.exact)
         self.exact = np.fromiter((p not in inexact for p in self.paths), bool, len(self.paths))
@@ -197,9 +198,10 @@ class Partitions(Views):
         found = self.per_column.get(column)
         if found is None or column not in self.hive_names:
             return found
-        owners, _ = self._directory_values(column)
-        return found if found.struct.is_valid().to_numpy(zero_copy_only=False)[owners].all() \
-            else None
+        if column not in self._arrays:         # asked once a partition by membership tests
+            owners, _ = self._directory_values(column)
+            self._arrays[column] = found if found.held[owners].all() else None
+        return self._arrays[column]
 
     def stats_of(self, i: int, column: str) -> dict | None:
         """Partition i's statistics of `column` (its view's), None where it has none."""
@@ -211,7 +213,7 @@ class Partitions(Views):
         found = self.arrays_of(column)
         if found is None:
             return np.array([column in self.view(i).stats for i in asked.tolist()], bool)
-        return found.struct.is_valid().to_numpy(zero_copy_only=False)[asked]
+        return found.held[asked]
 
     def order_arrays(self, at: np.ndarray, column: str) -> dict | None:
         """What top-k reads of the partitions at positions `at` for ORDER BY `column`, as
@@ -226,7 +228,7 @@ class Partitions(Views):
         if self._ranks[column] is None:
             return None
         low, high = self._ranks[column]
-        return {"held": stats.struct.is_valid().to_numpy(zero_copy_only=False)[at],
+        return {"held": stats.held[at],
                 "rows": stats.counts("row_count")[at], "nulls": stats.counts("null_count")[at],
                 "nan": stats.counts("nan_count")[at], "low": low[at], "high": high[at]}
 
@@ -239,8 +241,7 @@ class Partitions(Views):
             out, held = Ranges.broadcast(UNKNOWN, len(rows)), np.zeros(len(rows), bool)
             out.column = name
         else:
-            out, held = found.arrays(name, rows > 0), found.struct.is_valid().to_numpy(
-                zero_copy_only=False)
+            out, held = found.arrays(name, rows > 0), found.held
         if name in self.hive_names:
             at, values = self._directory_values(name)
             at, values = at[~held[at]], values[~held[at]]

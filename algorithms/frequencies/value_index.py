@@ -103,7 +103,7 @@ def _encoded(indexed: list[str], new_index: pa.Table, table: pa.Schema,
     asked = {False: pc.is_in(path, value_set=pa.array(read_from, pa.string())),
              True: pc.is_in(path, value_set=pa.array(sorted(added), pa.string()))}
     for batch in _batches(indexed, carried, new_index, table, len(added), share):
-        held = {c: _in_index(new_index, table, c, asked[c in carried]) for c in batch}
+        held = {c: _in_index(new_index, path, table, c, asked[c in carried]) for c in batch}
         wanted = {p: [c for c in batch if (c not in carried or p in added)
                       and not held[c][1][row_of[p]]] for p in read_from}
         lists = _frequency_lists(partition_dir, {p: c for p, c in wanted.items() if c})
@@ -113,13 +113,13 @@ def _encoded(indexed: list[str], new_index: pa.Table, table: pa.Schema,
                 [t for t in (kept, held[column][0], lists.get(column)) if t is not None]), paths)
 
 
-def _in_index(new_index: pa.Table, table: pa.Schema, column: str, asked: pa.Array
-              ) -> tuple[pa.Table, np.ndarray]:
+def _in_index(new_index: pa.Table, path: pa.Array, table: pa.Schema, column: str,
+              asked: pa.Array) -> tuple[pa.Table, np.ndarray]:
     """The column's (value, path, frequency) entries that the partition index already holds,
-    of the partitions `asked` (a mask over its rows), and which rows they cover: those whose
-    values it keeps (a column with few of them: metastore.membership) and those without
-    values. Only the others' frequencies.parquet is read (at 10,000 small files, 10,000 reads
-    fewer a column)."""
+    of the partitions `asked` (a mask over its rows, whose paths are `path`), and which rows
+    they cover: those whose values it keeps (a column with few of them:
+    metastore.membership) and those without values. Only the others' frequencies.parquet is
+    read (at 10,000 small files, 10,000 reads fewer a column)."""
     struct = new_index[schema.index_column_name(table.get_field_index(column))].combine_chunks()
     lists = pc.struct_field(struct, "values")
     kept = pc.and_(asked, pc.and_(struct.is_valid(), lists.is_valid()))
@@ -127,7 +127,6 @@ def _in_index(new_index: pa.Table, table: pa.Schema, column: str, asked: pa.Arra
     none = pc.and_(asked, pc.or_(pc.invert(struct.is_valid()), pc.equal(distinct, 0)))
     chosen = lists.filter(kept)
     flat = pc.list_flatten(chosen)
-    path = new_index["path"].combine_chunks()
     entries = pa.table({"value": flat.field("value"),
                         "path": path.filter(kept).take(pc.list_parent_indices(chosen)),
                         "frequency": flat.field("frequency")}, schema=value_index.ENTRIES)

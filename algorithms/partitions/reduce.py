@@ -4,8 +4,9 @@ Counts, min/max, sums and moments come from the partition index (one row per par
 column's statistics typed), so a reduction reads no partition's files. Counts, min/max and
 integer and decimal sums are exact; mean and stddev merge with Chan et al.'s pairwise formula;
 histograms re-bin exactly and KMV, theta and KLL sketches merge (algorithms.partitions.fold),
-from the partitions' files or from partial folds of them. Frequencies and the exact distinct count are not reduced here, in the coordinator's
-memory, but by the distributed algorithms of algorithms.frequencies.
+from the partitions' files or from partial folds of them. Frequencies and the exact distinct
+count are not reduced here, in the coordinator's memory, but by the distributed algorithms of
+algorithms.frequencies.
 """
 from __future__ import annotations
 
