@@ -1,7 +1,7 @@
 """Planning against the table as it is now: what listing the table costs a prune, at 10,000 files.
 
-`prune` first lists the table (Store.list_files) to find files landed, rewritten or gone since
-the statistics; `assume_current=True` skips the listing. Both are timed in-process (median of
+`prune` first lists the table (Store.list_entries) to find files landed, rewritten or gone
+since the statistics; `assume_current=True` skips the listing. Both are timed in-process (median of
 5, after a warm-up) for seven queries, on local disk and on moto's S3 server, beside the listing
 alone and a peer's listing of the same table: DuckDB's glob and Spark's file index (local),
 pyarrow's recursive S3 get_file_info (S3).
@@ -21,6 +21,7 @@ import argparse
 import datetime
 import functools
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,7 +35,8 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from lakestats.metastore.layout import Layout
+from lakestats.formats.hive import Listing
+from lakestats.metastore.layout import INDEX, Layout
 from lakestats.metastore.manifest import read_manifest
 from lakestats.metastore.store import Store
 from lakestats.pruning import prune
@@ -68,9 +70,13 @@ def rel_path(i: int) -> str:
 def build(data: Path, files: int) -> Path:
     """The table and its statistics, unless a complete one is there already."""
     table = data / f"planning-freshness-{files}"
-    built = read_manifest(Layout.of_table(str(table)))
+    layout = Layout.of_table(str(table))
+    built = read_manifest(layout)
     if built is not None and built.partition_count == files:
-        return table
+        index = pq.read_schema(layout.version(built.version).path(INDEX))
+        if "reading" in index.names:         # else an older lakestats computed it: anew
+            return table
+        shutil.rmtree(table / "_lakestats")
     rng = np.random.default_rng(files)
     for i in range(files):
         path = table / rel_path(i)
@@ -104,10 +110,10 @@ def measure(where: str, table: str, files: int, peers: dict, expected: dict | No
     """Times of the listing, each peer and each query's plan with and without the listing;
     returns each query's kept files (equal both ways, and to `expected` when given)."""
     stats_root = f"{table}/_lakestats"
-    listing = median(lambda: Store(table).list_files())
+    listing = median(lambda: Listing(Store(table).list_entries()))   # what a plan lists
     assert len(Store(table).list_files()) == files
     print(f"\n{where}, {files:,} files                        ms")
-    print(f"  listing (Store.list_files)          {listing * 1e3:9.1f}")
+    print(f"  listing (Store.list_entries)        {listing * 1e3:9.1f}")
     for label, (run, listed) in peers.items():
         seconds = median(run)
         print(f"  {label:<35} {seconds * 1e3:9.1f}   listing / it {listing / seconds:5.2f}x  "

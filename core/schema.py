@@ -134,6 +134,9 @@ INDEX_FIELDS: list[tuple[str, pa.DataType, str]] = [
     ("row_count", pa.int64(), "rows"),
     ("partition_values", pa.map_(pa.string(), pa.string()), "Hive-style directory values"),
     ("schema", pa.string(), "the data file's Arrow schema (base64 IPC): its columns, in order"),
+    ("reading", pa.string(), "how the file is read (metastore.store.reading_digest; '' as it "
+     "is): with size and etag, what the fingerprint hashes; absent or null in an index "
+     "written before the field"),
 ]
 INDEX_BASE = [n for n, _, _ in INDEX_FIELDS]
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import pyarrow as pa
 
 from lakestats.formats import with_table_columns
-from lakestats.metastore.store import DataFile, directory_values
+from lakestats.metastore.store import DataFile, directory_values, reading_digest
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 INT32 = (-2**31, 2**31 - 1)
@@ -75,10 +75,51 @@ def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[
 def listed(entries: list[tuple[str, int, str, int | None]]) -> list[DataFile]:
     """A plain directory's listing (Store.list_entries) as DataFiles typed as with_columns
     types them, each made once."""
-    directories = [e[0].rpartition("/")[0] for e in entries]
-    readings = _readings({d: dict(directory_values(d)) for d in set(directories)}) or {}
-    return [DataFile(path, size, etag, None, readings.get(d, ()), modified)
-            for (path, size, etag, modified), d in zip(entries, directories)]
+    listing = Listing(entries)
+    return [listing.file(i) for i in range(len(entries))]
+
+
+class Listing(Mapping):
+    """A plain directory's files now (Store.list_entries), by path, typed as with_columns
+    types them: their paths, sizes, ETags and reading digests as columns, for a plan to
+    compare with the published ones as arrays (pruning.freshness); a file's DataFile is made
+    when it is asked for."""
+
+    def __init__(self, entries: list[tuple[str, int, str, int | None]]):
+        self.entries = entries
+        self.paths, self.sizes, self.etags, _ = (list(c) for c in zip(*entries)) if entries \
+            else ([], [], [], [])
+        self._directories = [p.rpartition("/")[0] for p in self.paths]
+        self._readings = _readings({d: dict(directory_values(d))
+                                    for d in set(self._directories)}) or {}
+        self._position: dict[str, int] | None = None
+
+    def reading_digests(self) -> list[str]:
+        """Each file's metastore.store.reading_digest, one per directory."""
+        digests = {d: reading_digest(r) for d, r in self._readings.items()}
+        return [digests.get(d, "") for d in self._directories]
+
+    def file(self, i: int) -> DataFile:
+        path, size, etag, modified = self.entries[i]
+        return DataFile(path, size, etag, None, self._readings.get(self._directories[i], ()),
+                        modified)
+
+    def __getitem__(self, path: str) -> DataFile:
+        return self.file(self._positions()[path])
+
+    def __contains__(self, path) -> bool:
+        return path in self._positions()
+
+    def _positions(self) -> dict[str, int]:
+        if self._position is None:
+            self._position = {p: i for i, p in enumerate(self.paths)}
+        return self._position
+
+    def __iter__(self):
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
 
 
 def _readings(own: dict, known: pa.Schema | None = None) -> dict | None:

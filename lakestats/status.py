@@ -25,7 +25,7 @@ from lakestats.core.errors import StatisticsMissing
 from lakestats.metastore.manifest import Manifest, read_manifest, version_names, version_number
 from lakestats.metastore.store import Store
 from lakestats.monostore.report import NoSuchTable
-from lakestats.pruning.freshness import freshness
+from lakestats.pruning.freshness import PUBLISHED, freshness
 from lakestats.pruning.temporal import zone_of
 
 if TYPE_CHECKING:
@@ -48,11 +48,9 @@ def table_status(uri: str, reader: StatisticsReader | None,
     if manifest is None and not Store(uri).root_exists():
         raise NoSuchTable(f"{uri}: no such table directory (a mistyped path?), and no "
                           "statistics of it")
-    published = {}
-    if reader is not None:
-        held = reader.partition_index([], ["path", "fingerprint"])
-        published = dict(zip(held["path"].to_pylist(), held["fingerprint"].to_pylist()))
-    now = freshness(uri, manifest, published)
+    index = reader.partition_index([], PUBLISHED) if reader is not None else None
+    published = set(index["path"].to_pylist()) if index is not None else set()
+    now = freshness(uri, manifest, index)
     left_out = set(manifest.missing) if manifest else set()
     kinds = {p: "changed" if p in published else "added" for p in now.unknown
              if p not in left_out}

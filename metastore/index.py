@@ -12,7 +12,7 @@ from lakestats.core import schema
 from lakestats.core import types as ty
 from lakestats.metastore import files
 from lakestats.metastore.layout import INDEX
-from lakestats.metastore.store import DataFile, Store
+from lakestats.metastore.store import DataFile, Store, reading_digest
 
 _STATISTICS = [n for n in schema.STATISTIC_NAMES if n not in schema.SKETCH_NAMES]
 
@@ -39,7 +39,8 @@ def build(parts: list[tuple[DataFile, pa.Table]], table_schema: pa.Schema,
               pa.array([list(f.partition_values.items()) for f, _ in parts],
                        schema.INDEX_FIELDS[5][1]),
               pa.array([stats.schema.metadata[files.DATA_SCHEMA_KEY].decode()
-                        for _, stats in parts], pa.string())]
+                        for _, stats in parts], pa.string()),
+              pa.array([reading_digest(f.reading) for f, _ in parts], pa.string())]
     rows = pa.concat_tables([stats.select(_STATISTICS) for _, stats in parts]) if parts \
         else schema.STATISTICS_SCHEMA.empty_table().select(_STATISTICS)
     states = [list(s.items()) or None for _, stats in parts for s in files.plugin_states(stats)]
@@ -151,7 +152,8 @@ def combine(old: pa.Table | None, old_schema: pa.Schema | None, added: pa.Table,
     if old is None or old.num_rows == 0:
         return added.sort_by("path")
     positions = {f.name: k for k, f in enumerate(old_schema)}
-    arrays = [old[n] for n in schema.INDEX_BASE]
+    arrays = [old[n] if n in old.column_names else pa.nulls(old.num_rows, t)  # written before
+              for n, t, _ in schema.INDEX_FIELDS]
     for k, field in enumerate(table_schema):
         target = schema.index_column_type(value_type(field))
         if field.name in positions:

@@ -87,6 +87,14 @@ def _reading_bytes(reading: tuple[str, ...]) -> bytes:
     return ("\0" + "\0".join(reading)).encode()
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def reading_digest(reading: tuple[str, ...]) -> str:
+    """What the partition index records of how a file is read ('' for the file as it is):
+    with its size and ETag, what its fingerprint hashes, so that a plan compares those three
+    as arrays instead of hashing every listed file (pruning.freshness)."""
+    return hashlib.sha1(_reading_bytes(reading)).hexdigest()[:16] if reading else ""
+
+
 @functools.lru_cache(maxsize=1 << 16)      # files of one directory share its values
 def directory_values(directory: str) -> tuple[tuple[str, str], ...]:
     """Hive-style values of a directory: a/year=2024/m=1 -> (("year", "2024"), ("m", "1"))."""

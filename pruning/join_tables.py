@@ -104,8 +104,7 @@ class JoinTable:
         tainted: always read, and their table sends no diP. Files gone since are never
         read."""
         published = [p.path for p in self.parts]
-        now = freshness(uri, stats.manifest if stats else None,
-                        {p.path: p.fingerprint for p in self.parts}, assume_current)
+        now = freshness(uri, stats.manifest if stats else None, self.index, assume_current)
         held = set(published)
         new = [p for p in now.unknown if p not in held]
         unknown = set(now.unknown)

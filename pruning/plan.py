@@ -114,8 +114,7 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     flags = None
     if node is not None:    # over every partition: the membership test knows them by position
         flags = evaluate(node, partitions, membership_of(partitions))
-    now = freshness(uri, stats.manifest, dict(zip(paths, partitions.fingerprints)),
-                    assume_current, listed)
+    now = freshness(uri, stats.manifest, partitions.index, assume_current, listed)
     described = now.described_all(paths)
     may = fully = described
     if flags is not None:

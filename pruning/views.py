@@ -28,7 +28,7 @@ from lakestats.pruning.ranges import UNKNOWN, Flags
 ALWAYS = Flags(True, False, False)
 # what a plan reads of each partition besides the columns' statistics (Partitions takes them
 # in this order)
-PLAN_BASE = ["path", "size", "fingerprint", "row_count", "partition_values"]
+PLAN_BASE = ["path", "size", "fingerprint", "row_count", "partition_values", "etag", "reading"]
 
 
 class Candidate:
@@ -100,6 +100,7 @@ class Partitions(Views):
         """`index`: the partition index's PLAN_BASE fields (and any others)."""
         table_schema = stats.schema()
         self.table_schema, self.per_column, self.wanted = table_schema, per_column, wanted
+        self.index = index
         self.paths, self.sizes, self.fingerprints, self.rows = (
             index[k].to_pylist() for k in PLAN_BASE[:4])
         # Hive directories' values stay Arrow until a view asks (10,000 Python lists made,

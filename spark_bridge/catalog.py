@@ -21,7 +21,7 @@ from lakestats.core.errors import StatisticsMissing
 from lakestats.metastore import histograms
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsReader
-from lakestats.pruning.freshness import freshness
+from lakestats.pruning.freshness import PUBLISHED, freshness
 from lakestats.spark_bridge import histogram as eqh
 
 MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 1e-3}
@@ -38,8 +38,9 @@ class StaleStatistics(StatisticsMissing):
 def check_fresh(table_uri: str, stats: StatisticsReader) -> None:
     """Refuse statistics that do not describe the table as it is now (pruning.freshness); files
     that --allow-partial left out are known to the version and do not count."""
-    published = {p["path"]: p["fingerprint"] for p in stats.partitions()}
-    now = freshness(table_uri, stats.manifest, published)
+    index = stats.partition_index([], PUBLISHED)
+    published = set(index["path"].to_pylist())
+    now = freshness(table_uri, stats.manifest, index)
     left_out = set(stats.manifest.missing)
     changes = sorted([f"{p} ({'changed' if p in published else 'new'})"
                       for p in now.unknown if p not in left_out]

@@ -165,7 +165,7 @@ def _prune(uri: str, stats_root: str | None, where: str | None, limit: int | Non
     """pruning.prune; a table without statistics has every file unknown, so every one read."""
     stats = _published(uri, stats_root)
     if stats is None:
-        now = freshness(uri, None, {})
+        now = freshness(uri, None, None)
         return PruneResult(kept=list(now.unknown), unknown=list(now.unknown), freshness=now)
     return prune_files(stats, where, limit, order_by, table_uri=uri, time_zone=time_zone)
 

@@ -183,6 +183,55 @@ def test_cli_reports_unknown_files_and_assume_current(tmp_path, run):
     assert json.loads(query.stdout)["tables"]["t"]["unknown"] == ["f2.parquet", "f3.parquet"]
 
 
+def test_a_listing_compared_as_arrays_equals_fingerprints_compared_file_by_file(tmp_path, run):
+    """A plain directory's files are compared with the index by size, ETag and reading digest
+    (pruning.freshness): the same files unknown and gone as comparing each listed file's
+    fingerprint, where only the size changed (the mtime put back), where only how the files
+    are read changed (a directory value that makes the column a string), and over an index
+    written before the reading digest (its files hashed one by one)."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from lakestats.formats.hive import listed
+    from lakestats.metastore.reader import StatisticsReader
+    from lakestats.metastore.store import Store
+    from lakestats.pruning.freshness import PUBLISHED, freshness
+
+    root = tmp_path / "t"
+    for k in (1, 2):
+        for j in range(3):
+            write(root / f"k={k}" / f"f{j}.parquet", pa.table({"x": [k * 10 + j]}))
+    run(root)
+    reader = StatisticsReader(str(root / "_lakestats"))
+    index = reader.partition_index([], PUBLISHED)
+    assert index["reading"].null_count == 0 and index["reading"][0].as_py() != ""
+    legacy = index.drop_columns(["reading"])
+
+    def check(expected_unknown: list[str], expected_gone: set[str]) -> None:
+        fingerprints = dict(zip(index["path"].to_pylist(), index["fingerprint"].to_pylist()))
+        files = {f.rel_path: f for f in listed(Store(str(root)).list_entries())}
+        unknown = sorted(p for p, f in files.items() if fingerprints.get(p) != f.fingerprint)
+        gone = {p for p in fingerprints if p not in files}
+        assert (unknown, gone) == (expected_unknown, expected_gone)
+        for published in (index, legacy):
+            now = freshness(str(root), reader.manifest, published)
+            assert (now.unknown, now.gone) == (unknown, gone)
+            assert all(now.now[p].fingerprint == f.fingerprint for p, f in files.items())
+
+    check([], set())
+    rewritten = root / "k=1" / "f0.parquet"
+    stamp = rewritten.stat().st_mtime_ns
+    pq.write_table(pa.table({"x": [1, 2, 3]}), rewritten)
+    os.utime(rewritten, ns=(stamp, stamp))
+    (root / "k=2" / "f2.parquet").unlink()
+    write(root / "k=2" / "f9.parquet", pa.table({"x": [5]}))
+    check(["k=1/f0.parquet", "k=2/f9.parquet"], {"k=2/f2.parquet"})
+    write(root / "k=a" / "f0.parquet", pa.table({"x": [7]}))      # k: int -> string
+    check(["k=1/f0.parquet", "k=1/f1.parquet", "k=1/f2.parquet", "k=2/f0.parquet",
+           "k=2/f1.parquet", "k=2/f9.parquet", "k=a/f0.parquet"], {"k=2/f2.parquet"})
+
+
 # -- table formats: a commit made after the compute ----------------------------------------------
 
 def batch(low: int, n: int = 100) -> pa.Table:
