@@ -11,10 +11,10 @@ evaluator; comparisons turn two ranges into flags by one rule per operator
 (ranges.COMPARISONS). As in DataFusion's PruningPredicate, a column's statistics are arrays
 over the partitions (Views.columns) and the common shapes (an expression compared with a
 constant, BETWEEN, IN, IS NULL, LIKE 'prefix%', AND, OR, NOT) are array operations; a
-constant's range is derived once per query. Arithmetic and date functions run over the
-bounds as arrays (pruning.arrays); what has no array form (dates plus months, CAST, CASE,
-bounds of mixed types) runs partition by partition over pruning.ranges, a failure making that
-partition's range unknown. What has no rule is unknown: it never prunes and never
+constant's range is derived once per query. Arithmetic, CAST to a number and date
+functions run over the bounds as arrays (pruning.arrays); what has no array form (dates plus
+months, CASE, bounds of mixed types) runs partition by partition over pruning.ranges, a
+failure making that partition's range unknown. What has no rule is unknown: it never prunes and never
 raises. NOT swaps true and false, which is 3VL negation exactly; AND and OR combine flags
 soundly (rows are not correlated across columns). Membership tests (=, IN) ask the partitions
 the ranges keep, all at once (MemberAll: value index, value sets, Bloom filters).
@@ -34,8 +34,9 @@ from lakestats.pruning.arrays import (RULE_ERRORS, FlagArrays, NotArrays, Ranges
                                       arith_arrays, compare_constant, each, each_flags,
                                       in_partition, lift, safe)
 from lakestats.pruning.predicate import StatsView, Views
-from lakestats.pruning.ranges import (FLIPPED, MAYBE, UNKNOWN, Flags, Range, arith, compare,
-                                      literal, negated, sql_literal, successor, union)
+from lakestats.pruning.ranges import (CASTS, FLIPPED, MAYBE, UNKNOWN, Flags, Range, arith,
+                                      cast_number, compare, literal, negated, sql_literal,
+                                      successor, union)
 from lakestats.pruning.temporal import interval_value, to_date, truncate, year
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
@@ -118,7 +119,12 @@ def _monotone(fn: Callable) -> Callable:
     return rule
 
 
+_cast_bounds = _monotone(lambda node, v: cast_number(node.to, v))
+
+
 def _cast(node: E.Cast, s: Scope) -> Value:
+    """CAST (TryCast: Spark's non-ANSI parse of it) of a string constant to a date or
+    timestamp; of a number to a number (ranges.cast_number)."""
     target = node.to.this
     if isinstance(node.this, E.Literal) and node.this.is_string:
         text = node.this.this
@@ -130,13 +136,7 @@ def _cast(node: E.Cast, s: Scope) -> Value:
                 return literal(dt.datetime.fromisoformat(text))
         except ValueError:
             return UNKNOWN
-    if target not in E.DataType.NUMERIC_TYPES:
-        return UNKNOWN
-    a = value_ranges(node.this, s)      # numeric widening keeps the order (text does not)
-    if isinstance(a, Range):
-        return replace(a, column=None) if a.known and not isinstance(a.low, str) else UNKNOWN
-    text = np.fromiter((isinstance(v, str) for v in a.low.tolist()), bool, len(a))
-    return replace(a, column=None).known_only(a.known & ~text)
+    return _cast_bounds(node, s) if target in CASTS else UNKNOWN
 
 
 def _if(node: E.If, s: Scope) -> Value:
@@ -184,6 +184,7 @@ RANGE_RULES: dict[type, Callable[[E.Expression, Scope], Value]] = {
     E.TsOrDsAdd: _arith("+"),
     E.DateAdd: _arith("+"),
     E.Cast: _cast,
+    E.TryCast: _cast,
     E.TsOrDsToDate: _monotone(to_date),
     E.Year: _monotone(year),
     E.TimestampTrunc: _monotone(truncate),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
+import struct
 from dataclasses import dataclass, replace
 
 from sqlglot import expressions as E
@@ -103,6 +105,44 @@ def _add(x, y):
     return x + y
 
 
+_INTEGRAL_BITS = {E.DataType.Type.TINYINT: 8, E.DataType.Type.SMALLINT: 16,
+                  E.DataType.Type.INT: 32, E.DataType.Type.BIGINT: 64}
+CASTS = (*_INTEGRAL_BITS, E.DataType.Type.DOUBLE, E.DataType.Type.FLOAT, E.DataType.Type.DECIMAL)
+
+
+def cast_number(to: E.DataType, v):
+    """Spark's CAST of a number v to the numeric type `to` (one of CASTS), a non-decreasing
+    function of v, so that a range's bounds cast are the cast values' bounds; ValueError
+    where that value is not certain: overflow (an error under ANSI, a wrap-around under
+    legacy casts, NULL under try_cast), a float to a decimal or one that float32 rounds, a
+    value that is not a number."""
+    if isinstance(v, bool):
+        v = int(v)
+    if not isinstance(v, (int, float, decimal.Decimal)):
+        raise ValueError(f"CAST of {type(v).__name__}")
+    target = to.this
+    if target in _INTEGRAL_BITS:                        # toward zero (NaN, inf: ValueError)
+        bits, whole = _INTEGRAL_BITS[target], math.trunc(v)
+        if not -2 ** (bits - 1) <= whole < 2 ** (bits - 1):
+            raise ValueError(f"{v} overflows {target.value}")
+        return whole
+    if target == E.DataType.Type.DOUBLE:
+        return float(v)
+    if target == E.DataType.Type.FLOAT:
+        if float(struct.unpack("f", struct.pack("f", v))[0]) != v:
+            raise ValueError(f"{v} is rounded to float32")
+        return float(v)
+    if target == E.DataType.Type.DECIMAL and not isinstance(v, float):
+        precision, scale = (int(p.this.this) for p in to.expressions) if to.expressions \
+            else (10, 0)                                # Spark's DECIMAL: DECIMAL(10, 0)
+        rounded = decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-scale),
+                                              rounding=decimal.ROUND_HALF_UP)
+        if abs(rounded) >= decimal.Decimal(10) ** (precision - scale):
+            raise ValueError(f"{v} overflows DECIMAL({precision}, {scale})")
+        return rounded
+    raise ValueError(f"CAST to {target.value}")
+
+
 def negated(a: Range) -> Range:
     if not a.known or a.nan:
         return UNKNOWN
@@ -179,8 +219,10 @@ def aligned_already(v, like) -> bool:
 
 def aligned(r: Range, like) -> Range:
     """r's bounds in like's type: Spark casts a string literal to the column's type, a date to
-    a timestamp at midnight; a naive timestamp meeting a zoned one is read in the session zone
-    (never the other way round, so that both sides of a comparison end up zoned)."""
+    a timestamp at midnight, an integer or a decimal meeting a double to a double (never the
+    other way round: aligned to an integer or a decimal, a double stays one); a naive
+    timestamp meeting a zoned one is read in the session zone (never the other way round, so
+    that both sides of a comparison end up zoned)."""
     def fix(v):
         if isinstance(v, str) and isinstance(like, (dt.date, dt.datetime)):
             v = dt.datetime.fromisoformat(v) if isinstance(like, dt.datetime) else \
@@ -190,10 +232,9 @@ def aligned(r: Range, like) -> Range:
         if isinstance(like, dt.datetime) and isinstance(v, dt.datetime) and \
                 like.tzinfo and not v.tzinfo:
             v = v.replace(tzinfo=SESSION_ZONE.get())
-        if isinstance(like, float) and isinstance(v, decimal.Decimal):
-            v = float(v)
-        if isinstance(like, decimal.Decimal) and isinstance(v, float):
-            v = decimal.Decimal(repr(v))
+        if isinstance(like, float) and isinstance(v, (int, decimal.Decimal)) and \
+                not isinstance(v, bool):
+            v = float(v)        # Spark compares a double with a number as doubles
         return v
     if aligned_already(r.low, like) and aligned_already(r.high, like):
         return r                          # the common case: nothing to align
