@@ -205,6 +205,31 @@ def safe(fn, unknown, *args):
         return unknown
 
 
+def union_arrays(parts: list[tuple[np.ndarray, Ranges]], n: int) -> Ranges:
+    """In each of n partitions, the union (ranges.union) of the ranges whose mask holds there;
+    NotArrays where their bounds do not compare as arrays."""
+    low, high = np.full(n, None, object), np.full(n, None, object)
+    anything, known = np.zeros(n, bool), np.ones(n, bool)
+    values, nulls, nan = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    for mask, r in parts:
+        anything |= mask
+        known &= ~mask | r.known
+        nulls |= mask & r.nulls
+        nan |= mask & r.nan
+        added = np.flatnonzero(mask & r.values & r.known)
+        first, more = added[~values[added]], added[values[added]]
+        low[first], high[first] = r.low[first], r.high[first]
+        if more.size:
+            try:
+                low[more] = np.minimum(low[more], r.low[more])
+                high[more] = np.maximum(high[more], r.high[more])
+            except TypeError:
+                raise NotArrays from None
+        values[added] = True
+    known &= anything
+    return Ranges(low, high, values, nulls, nan, known).known_only(known)
+
+
 def in_partition(v: Value, i: int) -> Range:
     return v.at(i) if isinstance(v, Ranges) else v
 

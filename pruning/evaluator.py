@@ -12,9 +12,10 @@ evaluator; comparisons turn two ranges into flags by one rule per operator
 over the partitions (Views.columns) and the common shapes (an expression compared with a
 constant, BETWEEN, IN, IS NULL, LIKE 'prefix%', AND, OR, NOT) are array operations; a
 constant's range is derived once per query. Arithmetic, CAST to a number and date
-functions run over the bounds as arrays (pruning.arrays); what has no array form (dates plus
-months, CASE, bounds of mixed types) runs partition by partition over pruning.ranges, a
-failure making that partition's range unknown. What has no rule is unknown: it never prunes and never
+functions run over the bounds as arrays (pruning.arrays), and so does the union of the
+branches of IF and CASE each partition may take; what has no array form (dates plus months,
+bounds of mixed types) runs partition by partition over pruning.ranges, a failure making that
+partition's range unknown. What has no rule is unknown: it never prunes and never
 raises. NOT swaps true and false, which is 3VL negation exactly; AND and OR combine flags
 soundly (rows are not correlated across columns). Membership tests (=, IN) ask the partitions
 the ranges keep, all at once (MemberAll: value index, value sets, Bloom filters).
@@ -32,7 +33,7 @@ from sqlglot import expressions as E
 
 from lakestats.pruning.arrays import (RULE_ERRORS, FlagArrays, NotArrays, Ranges, Value,
                                       arith_arrays, compare_constant, each, each_flags,
-                                      in_partition, lift, safe)
+                                      in_partition, lift, safe, union_arrays)
 from lakestats.pruning.predicate import StatsView, Views
 from lakestats.pruning.ranges import (CASTS, FLIPPED, MAYBE, UNKNOWN, Flags, Range, arith,
                                       cast_number, compare, literal, negated, sql_literal,
@@ -152,22 +153,20 @@ def _case(node: E.Case, s: Scope) -> Value:
 
 def _branches(arms, default, s: Scope) -> Ranges:
     """In each partition, the union of the branches that may be taken (a NULL condition
-    takes the next one)."""
+    takes the next one): as arrays, else partition by partition."""
     conditions = [_flags(condition, s) for condition, _ in arms]
     values = [value_ranges(value, s) for _, value in arms] + [
         value_ranges(default, s) if default is not None else literal(None)]
-    out = []
-    for i in range(len(s)):
-        taken = []
-        for flags, value in zip(conditions, values):
-            if flags.true[i]:
-                taken.append(in_partition(value, i))
-            if not (flags.false[i] or flags.null[i]):
-                break
-        else:
-            taken.append(in_partition(values[-1], i))
-        out.append(union(taken))
-    return Ranges.of(out)
+    n, reached, taken = len(s), np.ones(len(s), bool), []
+    for flags in conditions:
+        taken.append(reached & flags.true)
+        reached = reached & (flags.false | flags.null)
+    taken.append(reached)
+    try:
+        return union_arrays([(m, lift(v, n)) for m, v in zip(taken, values)], n)
+    except NotArrays:
+        return Ranges.of([union([in_partition(v, i) for m, v in zip(taken, values) if m[i]])
+                          for i in range(n)])
 
 
 RANGE_RULES: dict[type, Callable[[E.Expression, Scope], Value]] = {

@@ -56,6 +56,12 @@ atoms = st.one_of(
     st.builds(lambda p: f"s LIKE '{p}%'", st.sampled_from(["a", "b", "ab", "ac", "bd", "c", "a1"])),
     st.builds(lambda c, v, w: f"i + {c} > {v} * {w}", st.integers(-5, 5), INT, st.integers(0, 2)),
     st.builds(lambda v: f"i * f > {v}", st.integers(-50, 500)),
+    # the branches that may be taken, in each partition (NULL conditions take the next one)
+    st.builds(lambda v, w, op, u: f"CASE WHEN i > {v} THEN i ELSE {w} END {op} {u}", INT,
+              st.integers(-5, 5), st.sampled_from(["<", ">", "="]), INT),
+    st.builds(lambda v, w, u: f"IF(f > {v}, i, {w}) <= {u}", st.integers(-5, 15), INT, INT),
+    st.builds(lambda p, v, u: f"CASE WHEN s LIKE '{p}%' THEN i WHEN f IS NULL THEN {v} END "
+              f">= {u}", st.sampled_from(["a", "b", "ac"]), INT, INT),
 )
 predicates = st.recursive(atoms, lambda inner: st.one_of(
     st.builds(lambda a, b: f"({a}) AND ({b})", inner, inner),
