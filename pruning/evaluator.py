@@ -23,6 +23,7 @@ the ranges keep, all at once (MemberAll: value index, value sets, Bloom filters)
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -38,7 +39,7 @@ from lakestats.pruning.predicate import StatsView, Views
 from lakestats.pruning.ranges import (CASTS, FLIPPED, MAYBE, UNKNOWN, Flags, Range, arith,
                                       cast_number, compare, literal, negated, sql_literal,
                                       successor, union)
-from lakestats.pruning.temporal import interval_value, to_date, truncate, year
+from lakestats.pruning.temporal import interval_value, to_date, truncating, year
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
 MemberAll = Callable[[str, list, np.ndarray], np.ndarray | None]
@@ -91,36 +92,37 @@ def _arith(op: str) -> Callable:
     return rule
 
 
-def _monotone(fn: Callable) -> Callable:
-    """A rule for a non-decreasing function of its first argument: over the bounds, as
-    arrays, else partition by partition (unknown where it fails)."""
-    def one(node: E.Expression, a: Range) -> Range:
+def _monotone(of_node: Callable) -> Callable:
+    """A rule for a non-decreasing function of the node's argument, of_node(node) (looked up
+    once per node): over the bounds, as arrays, else partition by partition (unknown where
+    it fails)."""
+    def one(fn: Callable, a: Range) -> Range:
         if not a.known or a.nan:
             return UNKNOWN
         if not a.values:
             return replace(a, column=None)
-        return Range(fn(node, a.low), fn(node, a.high), values=True, nulls=a.nulls)
+        return Range(fn(a.low), fn(a.high), values=True, nulls=a.nulls)
 
     def rule(node: E.Expression, s: Scope) -> Value:
-        a = value_ranges(node.this, s)
+        a, fn = value_ranges(node.this, s), of_node(node)
         if isinstance(a, Ranges):
             try:
-                return over_bounds(node, a)
+                return over_bounds(fn, a)
             except RULE_ERRORS:
                 pass
-        return each(lambda r: one(node, r), a)
+        return each(lambda r: one(fn, r), a)
 
-    def over_bounds(node: E.Expression, a: Ranges) -> Ranges:
+    def over_bounds(fn: Callable, a: Ranges) -> Ranges:
         usable = a.known & ~a.nan
         at = np.flatnonzero(usable & a.values)
         low, high = a.low.copy(), a.high.copy()
-        low[at] = [fn(node, v) for v in a.low[at].tolist()]
-        high[at] = [fn(node, v) for v in a.high[at].tolist()]
+        low[at] = [fn(v) for v in a.low[at].tolist()]
+        high[at] = [fn(v) for v in a.high[at].tolist()]
         return Ranges(low, high, a.values, a.nulls, a.nan, a.known).known_only(usable)
     return rule
 
 
-_cast_bounds = _monotone(lambda node, v: cast_number(node.to, v))
+_cast_bounds = _monotone(lambda node: functools.partial(cast_number, node.to))
 
 
 def _cast(node: E.Cast, s: Scope) -> Value:
@@ -184,10 +186,10 @@ RANGE_RULES: dict[type, Callable[[E.Expression, Scope], Value]] = {
     E.DateAdd: _arith("+"),
     E.Cast: _cast,
     E.TryCast: _cast,
-    E.TsOrDsToDate: _monotone(to_date),
-    E.Year: _monotone(year),
-    E.TimestampTrunc: _monotone(truncate),
-    E.DateTrunc: _monotone(truncate),
+    E.TsOrDsToDate: _monotone(lambda node: to_date),
+    E.Year: _monotone(lambda node: year),
+    E.TimestampTrunc: _monotone(truncating),
+    E.DateTrunc: _monotone(truncating),
     E.If: _if,
     E.Case: _case,
 }

@@ -77,7 +77,7 @@ def interval_value(node: E.Interval):
     raise ValueError(unit)
 
 
-def to_date(_, v):
+def to_date(v):
     if isinstance(v, dt.datetime):
         return local(v).date()
     if isinstance(v, dt.date):
@@ -85,8 +85,8 @@ def to_date(_, v):
     raise TypeError(v)
 
 
-def year(_, v):
-    return to_date(None, v).year
+def year(v):
+    return to_date(v).year
 
 
 _TRUNC = {"YEAR": dict(month=1, day=1, hour=0, minute=0, second=0, microsecond=0),
@@ -96,8 +96,13 @@ _TRUNC = {"YEAR": dict(month=1, day=1, hour=0, minute=0, second=0, microsecond=0
           "MINUTE": dict(second=0, microsecond=0), "SECOND": dict(microsecond=0)}
 
 
-def truncate(node, v):
+def truncating(node: E.Expression):
+    """date_trunc's function of a value, for the node's unit (the unit looked up once)."""
     fields = _TRUNC[node.unit.name.upper()]
-    if isinstance(v, dt.datetime):
-        return local(v).replace(**fields)
-    return v.replace(**{k: f for k, f in fields.items() if k in ("month", "day")})
+    of_date = {k: f for k, f in fields.items() if k in ("month", "day")}
+
+    def truncate(v):
+        if isinstance(v, dt.datetime):
+            return local(v).replace(**fields)
+        return v.replace(**of_date)
+    return truncate
