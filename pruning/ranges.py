@@ -10,6 +10,7 @@ import math
 import struct
 from dataclasses import dataclass, replace
 
+import pyarrow as pa
 from sqlglot import expressions as E
 
 from lakestats.pruning.temporal import SESSION_ZONE, Months
@@ -141,6 +142,28 @@ def cast_number(to: E.DataType, v):
             raise ValueError(f"{v} overflows DECIMAL({precision}, {scale})")
         return rounded
     raise ValueError(f"CAST to {target.value}")
+
+
+def column_values(values: list, column_type: pa.DataType) -> list:
+    """The values of a column of `column_type` that equal `values` as Spark compares them,
+    one each, for a membership test; ValueError where that is not one value: a double meets
+    any number as a double, so an integer column's value equal to a double is that double's
+    integer only below 2^53 (from it on, several round to it), and a float32 column or a decimal
+    one meets a number of another kind rounded."""
+    def one(v):
+        if v is None or isinstance(v, bool) or not isinstance(v, (int, float, decimal.Decimal)):
+            return v
+        if pa.types.is_integer(column_type) and not isinstance(v, int):
+            if not (v == int(v) and (isinstance(v, decimal.Decimal) or abs(v) < 2 ** 53)):
+                raise ValueError(f"{v!r} is no one integer")
+            return int(v)
+        if column_type == pa.float64():
+            return float(v)
+        if (pa.types.is_floating(column_type) or pa.types.is_decimal(column_type)) and \
+                isinstance(v, float) != pa.types.is_floating(column_type):
+            raise ValueError(f"{v!r} meets a {column_type} column rounded")
+        return v
+    return [one(v) for v in values]
 
 
 def negated(a: Range) -> Range:

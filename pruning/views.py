@@ -23,7 +23,7 @@ from lakestats.pruning.columns import NOT_READ_AHEAD, ColumnStats, one_by_one
 from lakestats.pruning.evaluator import MemberAll
 from lakestats.pruning.predicate import StatsView, Views
 from lakestats.pruning.arrays import FlagArrays, Ranges
-from lakestats.pruning.ranges import UNKNOWN, Flags
+from lakestats.pruning.ranges import UNKNOWN, Flags, column_values
 
 ALWAYS = Flags(True, False, False)
 # what a plan reads of each partition besides the columns' statistics (Partitions takes them
@@ -364,10 +364,12 @@ class _Blooms:
         self.found: dict[tuple, dict] = {}
 
     def texts(self, column: str, arrow_type: pa.DataType, values: list):
-        """(canonical texts, hashes) of values of a column, or None if they are not its."""
+        """(canonical texts, hashes) of the column's values equal to `values`, or None if
+        they are not one value each (ranges.column_values)."""
         key = (column, repr(values))
         if key not in self.asked:
             try:
+                values = column_values(values, arrow_type)
                 texts = ty.to_text(pa.array(values, ty.value_type(arrow_type)))
                 self.asked[key] = (texts, hash_text(texts))
             except (pa.ArrowException, TypeError, ValueError):

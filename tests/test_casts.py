@@ -1,11 +1,11 @@
 """Numbers of different types meet in a predicate as Spark makes them meet. A comparison of a
 double with an integer or a decimal compares doubles (`f = 0.1` holds where f is the double
-nearest 0.1; `k = 9.007199254740992E15` where k is 2^53 + 1). CAST of a number's bounds to
-another numeric type bounds the cast values (toward zero to an integer, rounded half up to a
-decimal, to the nearest double), and a partition where a cast may overflow or meets NaN is not
-pruned (overflow wraps around or saturates under legacy casts, NaN becomes 0). Random
-predicates, checked with Spark itself over each file: DuckDB casts differently (1.5 to an
-integer is 2 there)."""
+nearest 0.1; `k = 9.007199254740992E15` where k is 2^53 + 1), by ranges and by membership.
+CAST of a number's bounds to another numeric type bounds the cast values (toward zero to an
+integer, rounded half up to a decimal, to the nearest double), and a partition where a cast
+may overflow or meets NaN is not pruned (overflow wraps around or saturates under legacy
+casts, NaN becomes 0). Random predicates, checked with Spark itself over each file: DuckDB
+casts differently (1.5 to an integer is 2 there)."""
 from __future__ import annotations
 
 import decimal
@@ -103,6 +103,11 @@ def test_no_file_pruned_by_a_cast_holds_a_matching_row(table, spark, where):
     ("CAST(k AS INT) > 0", []),                     # every k but p1's overflows an int
     ("f = 0.1", ["p0", "p1", "p2", "p3", "p4"]),    # the decimal 0.1 as a double
     ("k > 9.007199254740992E15", ["p0", "p1", "p2", "p3", "p5"]),   # 2^53 + 1 as a double
+    # membership (each file's value set): 2^53 + 1 equals the double 2^53, 0.1 the double 0.1
+    ("k = 9.007199254740992E15", ["p0", "p1", "p3", "p4"]),
+    ("k IN (9.007199254740991E15, 1.0)", ["p0", "p2", "p3", "p4", "p5"]),
+    ("f IN (0.1, 2)", ["p0", "p1", "p2", "p3", "p4"]),
+    ("g = 0.1", ["p0", "p1", "p2", "p3", "p4", "p5"]),   # the float32 0.1 is no double 0.1
 ])
 def test_casts_prune_where_their_values_are_certain(table, where, skipped):
     assert prune(f"{table}/_lakestats", where).skipped == [f"{p}.parquet" for p in skipped]
