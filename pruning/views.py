@@ -372,7 +372,7 @@ class _Blooms:
                 values = column_values(values, arrow_type)
                 texts = ty.to_text(pa.array(values, ty.value_type(arrow_type)))
                 self.asked[key] = (texts, hash_text(texts))
-            except (pa.ArrowException, TypeError, ValueError):
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
                 self.asked[key] = None
         return self.asked[key]
 
