@@ -100,7 +100,7 @@ class Partitions(Views):
         """`index`: the partition index's PLAN_BASE fields (and any others)."""
         table_schema = stats.schema()
         self.table_schema, self.per_column, self.wanted = table_schema, per_column, wanted
-        self.index = index
+        self.index = index          # the base fields: freshness compares them with a listing
         self.paths, self.sizes, self.fingerprints, self.rows = (
             index[k].to_pylist() for k in PLAN_BASE[:4])
         # Hive directories' values stay Arrow until a view asks (10,000 Python lists made,
@@ -166,8 +166,7 @@ class Partitions(Views):
         return self._hive[i]
 
     def table_columns(self, i: int) -> set[str]:
-        """The columns partition i knows: the table's and its Hive directories' (each set
-        of Hive names made once, not once a partition)."""
+        """The columns partition i knows: the table's and its Hive directories' (made once)."""
         names = tuple(k for k, _ in self.hive(i))
         if names not in self._known:
             self._known[names] = self.names | set(names)
@@ -364,8 +363,7 @@ class _Blooms:
         self.found: dict[tuple, dict] = {}
 
     def texts(self, column: str, arrow_type: pa.DataType, values: list):
-        """(canonical texts, hashes) of the column's values equal to `values`, or None if
-        they are not one value each (ranges.column_values)."""
+        """(texts, hashes) of the column's values equal to `values` (ranges.column_values)."""
         key = (column, repr(values))
         if key not in self.asked:
             try:
