@@ -21,9 +21,9 @@ RULE_ERRORS = (TypeError, ValueError, AttributeError, KeyError, OverflowError,
 
 def quiet() -> np.errstate:
     """numpy's operators over Python floats: inf * 0 and comparisons with NaN raise the
-    FPU's invalid flag, which numpy would report as a warning after the loop; the values
-    are right."""
-    return np.errstate(invalid="ignore")
+    FPU's invalid flag, 1e300 * 1e10 its overflow flag, which numpy would report as a
+    warning after the loop; the values are right (nan, inf)."""
+    return np.errstate(invalid="ignore", over="ignore")
 
 
 @dataclass
@@ -228,6 +228,25 @@ def union_arrays(parts: list[tuple[np.ndarray, Ranges]], n: int) -> Ranges:
         values[added] = True
     known &= anything
     return Ranges(low, high, values, nulls, nan, known).known_only(known)
+
+
+def fitting(v: Value, bits: int) -> Value:
+    """v, unknown where its integer bounds overflow a Spark integer of `bits` bits (an error
+    under ANSI, a wrap-around under legacy arithmetic: neither is the exact value); v as it
+    is for bits 0 (no integer type)."""
+    if bits == 0:
+        return v
+    low, high = -2 ** (bits - 1), 2 ** (bits - 1) - 1
+    if isinstance(v, Range):
+        fits = not (v.known and v.values) or all(
+            not isinstance(x, int) or low <= x <= high for x in (v.low, v.high))
+        return v if fits else UNKNOWN
+    at, fits = np.flatnonzero(v.known & v.values), np.ones(len(v), bool)
+    try:
+        fits[at] = ~((v.low[at] < low) | (v.high[at] > high)).astype(bool)
+    except TypeError:                                  # dates, strings: no integers
+        return v
+    return v.known_only(fits)
 
 
 def in_partition(v: Value, i: int) -> Range:

@@ -34,11 +34,11 @@ from sqlglot import expressions as E
 
 from lakestats.pruning.arrays import (RULE_ERRORS, FlagArrays, NotArrays, Ranges, Value,
                                       arith_arrays, compare_constant, each, each_flags,
-                                      in_partition, lift, safe, union_arrays)
+                                      fitting, in_partition, lift, safe, union_arrays)
 from lakestats.pruning.predicate import StatsView, Views
-from lakestats.pruning.ranges import (CASTS, FLIPPED, MAYBE, UNKNOWN, Flags, Range, arith,
-                                      cast_number, compare, literal, negated, sql_literal,
-                                      successor, union)
+from lakestats.pruning.ranges import (CASTS, FLIPPED, MAYBE, UNKNOWN, Flags,
+                                      Range, arith, cast_number, compare, int_bits, literal,
+                                      negated, sql_literal, successor, union)
 from lakestats.pruning.temporal import interval_value, to_date, truncating, year
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
@@ -85,11 +85,16 @@ def _arith(op: str) -> Callable:
         a, b = value_ranges(node.this, s), value_ranges(node.expression, s)
         if isinstance(a, Ranges) or isinstance(b, Ranges):
             try:
-                return arith_arrays(lift(a, len(s)), lift(b, len(s)), op)
+                return _fitting(arith_arrays(lift(a, len(s)), lift(b, len(s)), op), node, s)
             except NotArrays:
                 pass
-        return each(lambda x, y: arith(x, y, op), a, b)
+        return _fitting(each(lambda x, y: arith(x, y, op), a, b), node, s)
     return rule
+
+
+def _fitting(v: Value, node: E.Expression, s: Scope) -> Value:
+    """v, unknown where it overflows the node's Spark integer type (arrays.fitting)."""
+    return fitting(v, int_bits(node, s.views.int_bits))
 
 
 def _monotone(of_node: Callable) -> Callable:
@@ -177,7 +182,7 @@ RANGE_RULES: dict[type, Callable[[E.Expression, Scope], Value]] = {
     E.Null: lambda n, s: literal(None),
     E.Boolean: lambda n, s: literal(n.this),
     E.Paren: lambda n, s: value_ranges(n.this, s),
-    E.Neg: lambda n, s: each(negated, value_ranges(n.this, s)),
+    E.Neg: lambda n, s: _fitting(each(negated, value_ranges(n.this, s)), n, s),
     E.Add: _arith("+"),
     E.Sub: _arith("-"),
     E.Mul: _arith("*"),

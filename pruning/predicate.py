@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pyarrow as pa
 import sqlglot
 from sqlglot import expressions as E
 
@@ -18,8 +19,11 @@ class StatsView:
     """One partition as the evaluator sees it: typed ranges of its columns. `stats` maps a
     column to its statistics row with `low`/`high` already typed."""
 
-    def __init__(self, stats: dict[str, dict], row_count: int, table_columns: set[str]):
+    def __init__(self, stats: dict[str, dict], row_count: int, table_columns: set[str],
+                 schema: pa.Schema | None = None):
+        """`schema`: the table's, where known (the integer columns' widths)."""
         self.stats, self.row_count, self.table_columns = stats, row_count, table_columns
+        self.schema = schema
 
     def column(self, name: str) -> Range:
         s = self.stats.get(name)
@@ -42,6 +46,7 @@ class Views:
 
     def __init__(self, views: list[StatsView]):
         self._views = views
+        self.table_schema = views[0].schema if views else None
 
     def __len__(self) -> int:
         return len(self._views)
@@ -52,6 +57,22 @@ class Views:
 
     def columns(self, name: str) -> Ranges:
         return Ranges.of([v.column(name) for v in self.views], column=name)
+
+    def int_bits(self, name: str) -> int | None:
+        """The width of the column's Spark integer type; 0 for a column of another type;
+        None where the views do not say."""
+        schema = self.table_schema
+        return None if schema is None or name not in schema.names else \
+            spark_int_bits(schema.field(name).type)
+
+
+def spark_int_bits(t: pa.DataType) -> int:
+    """The width of the Spark integer type an Arrow column reads as; 0 for other types."""
+    if pa.types.is_signed_integer(t):
+        return t.bit_width
+    if pa.types.is_unsigned_integer(t):                 # Spark widens: uint8 is a short
+        return {8: 16, 16: 32, 32: 64}.get(t.bit_width, 0)
+    return 0
 
 
 class PredicateError(UsageError, ValueError):

@@ -9,6 +9,7 @@ import decimal
 import math
 import struct
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import pyarrow as pa
 from sqlglot import expressions as E
@@ -106,9 +107,9 @@ def _add(x, y):
     return x + y
 
 
-_INTEGRAL_BITS = {E.DataType.Type.TINYINT: 8, E.DataType.Type.SMALLINT: 16,
+INTEGRAL_BITS = {E.DataType.Type.TINYINT: 8, E.DataType.Type.SMALLINT: 16,
                   E.DataType.Type.INT: 32, E.DataType.Type.BIGINT: 64}
-CASTS = (*_INTEGRAL_BITS, E.DataType.Type.DOUBLE, E.DataType.Type.FLOAT, E.DataType.Type.DECIMAL)
+CASTS = (*INTEGRAL_BITS, E.DataType.Type.DOUBLE, E.DataType.Type.FLOAT, E.DataType.Type.DECIMAL)
 
 
 def cast_number(to: E.DataType, v):
@@ -122,8 +123,8 @@ def cast_number(to: E.DataType, v):
     if not isinstance(v, (int, float, decimal.Decimal)):
         raise ValueError(f"CAST of {type(v).__name__}")
     target = to.this
-    if target in _INTEGRAL_BITS:                        # toward zero (NaN, inf: ValueError)
-        bits, whole = _INTEGRAL_BITS[target], math.trunc(v)
+    if target in INTEGRAL_BITS:                        # toward zero (NaN, inf: ValueError)
+        bits, whole = INTEGRAL_BITS[target], math.trunc(v)
         if not -2 ** (bits - 1) <= whole < 2 ** (bits - 1):
             raise ValueError(f"{v} overflows {target.value}")
         return whole
@@ -142,6 +143,27 @@ def cast_number(to: E.DataType, v):
             raise ValueError(f"{v} overflows DECIMAL({precision}, {scale})")
         return rounded
     raise ValueError(f"CAST to {target.value}")
+
+
+def int_bits(node: E.Expression, column_bits: Callable[[str], int | None]) -> int:
+    """The width of the node's Spark integer type, at least (8 where its type is not known);
+    0 where its type is no integer type. `column_bits`: a column's (None: not known)."""
+    if isinstance(node, E.Column):
+        bits = column_bits(node.name)
+        return 8 if bits is None else bits
+    if isinstance(node, E.Literal):
+        value = sql_literal(node).low
+        if not isinstance(value, int):
+            return 0
+        return 32 if -2 ** 31 <= value < 2 ** 31 else 64 if -2 ** 63 <= value < 2 ** 63 else 0
+    if isinstance(node, E.Cast):                       # TryCast too
+        return INTEGRAL_BITS.get(node.to.this, 0)
+    if isinstance(node, (E.Paren, E.Neg)):
+        return int_bits(node.this, column_bits)
+    if isinstance(node, (E.Add, E.Sub, E.Mul)):
+        a, b = int_bits(node.this, column_bits), int_bits(node.expression, column_bits)
+        return 0 if 0 in (a, b) else max(a, b)
+    return 32 if isinstance(node, E.Year) else 8
 
 
 def column_values(values: list, column_type: pa.DataType) -> list:

@@ -180,7 +180,7 @@ class Partitions(Views):
                 if name in self.wanted and name not in held:
                     held[name] = {"row_count": self.rows[i], "null_count": 0, "nan_count": 0,
                                   "low": _guess(value), "high": _guess(value)}
-            self._views[i] = StatsView(held, self.rows[i], self.table_columns(i))
+            self._views[i] = StatsView(held, self.rows[i], self.table_columns(i), self.table_schema)
         return self._views[i]
 
     def held_count(self, i: int, column: str, values: list) -> int | None:

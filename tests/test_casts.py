@@ -76,8 +76,13 @@ casts = st.one_of(
     st.builds(lambda c, fn: f"{fn}({c})", st.sampled_from("fgkid"),
               st.sampled_from(["int", "bigint", "double", "float", "smallint", "tinyint"])),
     st.builds(lambda c, t: f"{c}::{t}", st.sampled_from("fgkid"), st.sampled_from(TARGETS[:6])))
+# integer arithmetic overflows its type (int + int is an int): wraps under legacy arithmetic
+arithmetic = st.builds(lambda c, op, n: f"{c} {op} {n}", st.sampled_from(["k", "i", "-k", "-i",
+                                                                        "f", "d", "int(k)"]),
+                       st.sampled_from(["+", "-", "*"]),
+                       st.sampled_from(["1", "2", "-1", "2147483647", "3000000000", "0.5"]))
 predicates = st.builds(lambda e, op, v: f"{e} {op} {v}",
-                       st.one_of(casts, st.sampled_from("fgkid")),
+                       st.one_of(casts, st.sampled_from("fgkid"), arithmetic),
                        st.sampled_from(["<", "<=", ">", ">=", "=", "!="]),
                        st.sampled_from(CONSTANTS))
 
@@ -108,6 +113,10 @@ def test_no_file_pruned_by_a_cast_holds_a_matching_row(table, spark, where):
     ("k IN (9.007199254740991E15, 1.0)", ["p0", "p2", "p3", "p4", "p5"]),
     ("f IN (0.1, 2)", ["p0", "p1", "p2", "p3", "p4"]),
     ("g = 0.1", ["p0", "p1", "p2", "p3", "p4", "p5"]),   # the float32 0.1 is no double 0.1
+    # integer overflow: p3's i + 1 and p4's k + 1 wrap around (or fail, under ANSI)
+    ("i + 1 < 0", ["p0", "p1", "p4", "p5"]),
+    ("k + 1 < 0", ["p0", "p1", "p2", "p5"]),
+    ("i * 2 > 300", ["p0", "p2", "p4", "p5"]),         # p1: 200 * 2; p3: overflows
 ])
 def test_casts_prune_where_their_values_are_certain(table, where, skipped):
     assert prune(f"{table}/_lakestats", where).skipped == [f"{p}.parquet" for p in skipped]
