@@ -153,7 +153,8 @@ class JoinTable:
         lows, highs = bounds(col.lows.take(pa.array(ranges)), col.highs.take(pa.array(ranges)))
         node = exp.and_(*alone)
         views = [StatsView({column: {**self.parts[i].stats(column), "low": low,
-                                     "high": high}}, self.parts[i].rows, {column})
+                                     "high": high}}, self.parts[i].rows, {column},
+                               self.schema)
                  for i, low, high in zip(owners.tolist(), lows, highs)]
         hits = evaluate(node, views).true
         ranged = np.zeros(len(asked), bool)

@@ -88,7 +88,7 @@ def _views(table: pa.Table, table_schema: pa.Schema, columns: list[str]) -> list
         per_column[c] = [{"row_count": r, "null_count": n, "nan_count": x, "low": lo,
                           "high": hi} for r, n, x, lo, hi in zip(rows, nulls, nans, low, high)]
     names = set(table_schema.names)
-    return [StatsView({c: per_column[c][i] for c in columns}, rows[i], names)
+    return [StatsView({c: per_column[c][i] for c in columns}, rows[i], names, table_schema)
             for i in range(len(rows))]
 
 

@@ -183,7 +183,8 @@ def _certain_rows(p: Candidate, node, stats: StatisticsReader, schema: pa.Schema
         nan = isinstance(low, float) and low != low
         views.append(StatsView({column: {"row_count": count, "null_count": 0,
                                          "nan_count": count * nan, "low": None if nan else low,
-                                         "high": None if nan else high}}, count, {column}))
+                                         "high": None if nan else high}}, count, {column},
+                               schema))
     flags = evaluate(node, views)      # each cell as a partition
     counts = np.array([count for _, _, count in cells], np.int64)
     return int(counts[~(flags.false | flags.null)].sum())
