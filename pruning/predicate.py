@@ -10,7 +10,7 @@ from sqlglot import expressions as E
 
 from lakestats.core.errors import UsageError
 from lakestats.pruning.arrays import Ranges
-from lakestats.pruning.ranges import UNKNOWN, Range
+from lakestats.pruning.ranges import SPARK_INT_BITS, UNKNOWN, Range, spark_column_type
 
 # -- the statistics a predicate reads
 
@@ -63,16 +63,7 @@ class Views:
         None where the views do not say."""
         schema = self.table_schema
         return None if schema is None or name not in schema.names else \
-            spark_int_bits(schema.field(name).type)
-
-
-def spark_int_bits(t: pa.DataType) -> int:
-    """The width of the Spark integer type an Arrow column reads as; 0 for other types."""
-    if pa.types.is_signed_integer(t):
-        return t.bit_width
-    if pa.types.is_unsigned_integer(t):                 # Spark widens: uint8 is a short
-        return {8: 16, 16: 32, 32: 64}.get(t.bit_width, 0)
-    return 0
+            SPARK_INT_BITS.get(spark_column_type(schema.field(name).type)[1], 0)
 
 
 class PredicateError(UsageError, ValueError):

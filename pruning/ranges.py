@@ -145,6 +145,48 @@ def cast_number(to: E.DataType, v):
     raise ValueError(f"CAST to {target.value}")
 
 
+def spark_column_type(t: pa.DataType) -> tuple[str | None, str]:
+    """The kind of a column, and Spark's name of the type it reads the Parquet column as."""
+    if pa.types.is_boolean(t):
+        return "boolean", "boolean"
+    if pa.types.is_signed_integer(t):
+        return "integral", {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}[t.bit_width]
+    if pa.types.is_unsigned_integer(t):
+        return ("integral", {8: "smallint", 16: "int", 32: "bigint"}[t.bit_width]) \
+            if t.bit_width < 64 else ("fractional", "decimal(20,0)")
+    if pa.types.is_floating(t):
+        return "fractional", "double" if t.bit_width == 64 else "float"
+    if pa.types.is_decimal(t):
+        return "fractional", f"decimal({t.precision},{t.scale})"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string", "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
+            pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+        return "binary", "binary"
+    if pa.types.is_date(t):
+        return "date", "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp", "timestamp" if t.tz else "timestamp_ntz"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return "complex", "array"
+    if pa.types.is_struct(t) or pa.types.is_map(t):
+        return "complex", "struct" if pa.types.is_struct(t) else "map"
+    return None, str(t)
+
+
+def spark_number_type(text: str) -> tuple[str, str]:
+    """A numeric literal's kind and Spark type: 5 int, 5000000000 bigint, larger ones and
+    5.5 decimal, 1e3 double."""
+    if "e" in text.lower():
+        return "fractional", "double"
+    if "." in text or abs(int(text)) >= 2 ** 63:
+        return "fractional", "decimal"
+    return "integral", "int" if abs(int(text)) < 2 ** 31 else "bigint"
+
+
+SPARK_INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
+
+
 def int_bits(node: E.Expression, column_bits: Callable[[str], int | None]) -> int:
     """The width of the node's Spark integer type, at least (8 where its type is not known);
     0 where its type is no integer type. `column_bits`: a column's (None: not known)."""
@@ -152,10 +194,7 @@ def int_bits(node: E.Expression, column_bits: Callable[[str], int | None]) -> in
         bits = column_bits(node.name)
         return 8 if bits is None else bits
     if isinstance(node, E.Literal):
-        value = sql_literal(node).low
-        if not isinstance(value, int):
-            return 0
-        return 32 if -2 ** 31 <= value < 2 ** 31 else 64 if -2 ** 63 <= value < 2 ** 63 else 0
+        return 0 if node.is_string else SPARK_INT_BITS.get(spark_number_type(node.this)[1], 0)
     if isinstance(node, E.Cast):                       # TryCast too
         return INTEGRAL_BITS.get(node.to.this, 0)
     if isinstance(node, (E.Paren, E.Neg)):

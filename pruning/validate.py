@@ -24,6 +24,7 @@ import pyarrow as pa
 from sqlglot import expressions as E
 
 from lakestats.pruning.predicate import PredicateError
+from lakestats.pruning.ranges import spark_column_type, spark_number_type
 
 # names Spark reads as functions without parentheses; sqlglot leaves some of them columns
 NILADIC = {"current_date", "current_timestamp", "current_user", "user", "session_user",
@@ -107,12 +108,12 @@ def _operand(node: E.Expression, columns: dict[str, pa.Field], hive: set[str]) -
         f = columns.get(node.name.lower())
         if f is None or node.name.lower() in hive or node.table.lower() in columns:
             return _Operand(None, "", node)
-        return _Operand(*_arrow_kind(f.type), node, column=True)
+        return _Operand(*spark_column_type(f.type), node, column=True)
     if isinstance(node, E.Neg) and isinstance(node.this, E.Literal) and not node.this.is_string:
-        return _Operand(*_number_kind(node.this.this), node)
+        return _Operand(*spark_number_type(node.this.this), node)
     if isinstance(node, E.Literal):
         return _Operand("string", "string", node, node.this) if node.is_string else \
-            _Operand(*_number_kind(node.this), node)
+            _Operand(*spark_number_type(node.this), node)
     if isinstance(node, E.Boolean):
         return _Operand("boolean", "boolean", node)
     if isinstance(node, E.Null):
@@ -122,45 +123,6 @@ def _operand(node: E.Expression, columns: dict[str, pa.Field], hive: set[str]) -
     if isinstance(node, E.Cast):
         return _Operand(_cast_kind(node.to), node.to.sql(dialect="spark").lower(), node)
     return _Operand(None, "", node)
-
-
-def _arrow_kind(t: pa.DataType) -> tuple[str | None, str]:
-    """The kind of a column, and Spark's name of the type it reads the Parquet column as."""
-    if pa.types.is_boolean(t):
-        return "boolean", "boolean"
-    if pa.types.is_signed_integer(t):
-        return "integral", {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}[t.bit_width]
-    if pa.types.is_unsigned_integer(t):
-        return ("integral", {8: "smallint", 16: "int", 32: "bigint"}[t.bit_width]) \
-            if t.bit_width < 64 else ("fractional", "decimal(20,0)")
-    if pa.types.is_floating(t):
-        return "fractional", "double" if t.bit_width == 64 else "float"
-    if pa.types.is_decimal(t):
-        return "fractional", f"decimal({t.precision},{t.scale})"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string", "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
-            pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
-        return "binary", "binary"
-    if pa.types.is_date(t):
-        return "date", "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp", "timestamp" if t.tz else "timestamp_ntz"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return "complex", "array"
-    if pa.types.is_struct(t) or pa.types.is_map(t):
-        return "complex", "struct" if pa.types.is_struct(t) else "map"
-    return None, str(t)
-
-
-def _number_kind(text: str) -> tuple[str, str]:
-    """A numeric literal's kind and Spark type: 5 int, 5000000000 bigint, larger ones and
-    5.5 decimal, 1e3 double."""
-    if "e" in text.lower():
-        return "fractional", "double"
-    if "." in text or abs(int(text)) >= 2 ** 63:
-        return "fractional", "decimal"
-    return "integral", "int" if abs(int(text)) < 2 ** 31 else "bigint"
 
 
 def _cast_kind(to: E.DataType) -> str | None:
