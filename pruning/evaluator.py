@@ -37,8 +37,9 @@ from lakestats.pruning.arrays import (RULE_ERRORS, FlagArrays, NotArrays, Ranges
                                       fitting, in_partition, lift, safe, union_arrays)
 from lakestats.pruning.predicate import StatsView, Views
 from lakestats.pruning.ranges import (CASTS, FLIPPED, MAYBE, UNKNOWN, Flags,
-                                      Range, arith, cast_number, compare, int_bits, literal,
-                                      negated, sql_literal, successor, union)
+                                      Range, arith, cast_number, compare, literal, negated,
+                                      sql_literal, successor, union)
+from lakestats.pruning.spark_types import coerced, int_bits, spark_type
 from lakestats.pruning.temporal import interval_value, to_date, truncating, year
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
@@ -70,7 +71,7 @@ def evaluate(node: E.Expression, partitions: Views | list[StatsView],
         partitions = Views(partitions)
     if not len(partitions):
         return FlagArrays(*(np.zeros(0, bool) for _ in range(3)))
-    return _flags(node, Scope(partitions, member_all))
+    return _flags(coerced(node, partitions.spark_type), Scope(partitions, member_all))
 
 
 def evaluate_one(node: E.Expression, partition: StatsView) -> Flags:
@@ -82,6 +83,8 @@ def evaluate_one(node: E.Expression, partition: StatsView) -> Flags:
 
 def _arith(op: str) -> Callable:
     def rule(node: E.Expression, s: Scope) -> Value:
+        if spark_type(node, s.views.spark_type) == "float":
+            return UNKNOWN    # each step rounded to 24 bits: bounds in doubles do not bound
         a, b = value_ranges(node.this, s), value_ranges(node.expression, s)
         if isinstance(a, Ranges) or isinstance(b, Ranges):
             try:
@@ -94,7 +97,7 @@ def _arith(op: str) -> Callable:
 
 def _fitting(v: Value, node: E.Expression, s: Scope) -> Value:
     """v, unknown where it overflows the node's Spark integer type (arrays.fitting)."""
-    return fitting(v, int_bits(node, s.views.int_bits))
+    return fitting(v, int_bits(node, s.views.spark_type))
 
 
 def _monotone(of_node: Callable) -> Callable:

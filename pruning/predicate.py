@@ -10,7 +10,8 @@ from sqlglot import expressions as E
 
 from lakestats.core.errors import UsageError
 from lakestats.pruning.arrays import Ranges
-from lakestats.pruning.ranges import SPARK_INT_BITS, UNKNOWN, Range, spark_column_type
+from lakestats.pruning.ranges import UNKNOWN, Range
+from lakestats.pruning.spark_types import spark_column_type
 
 # -- the statistics a predicate reads
 
@@ -58,12 +59,11 @@ class Views:
     def columns(self, name: str) -> Ranges:
         return Ranges.of([v.column(name) for v in self.views], column=name)
 
-    def int_bits(self, name: str) -> int | None:
-        """The width of the column's Spark integer type; 0 for a column of another type;
-        None where the views do not say."""
+    def spark_type(self, name: str) -> str | None:
+        """The Spark type the column is read as; None where the views do not say."""
         schema = self.table_schema
         return None if schema is None or name not in schema.names else \
-            SPARK_INT_BITS.get(spark_column_type(schema.field(name).type)[1], 0)
+            spark_column_type(schema.field(name).type)[1]
 
 
 class PredicateError(UsageError, ValueError):

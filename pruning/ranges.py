@@ -9,11 +9,11 @@ import decimal
 import math
 import struct
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import pyarrow as pa
 from sqlglot import expressions as E
 
+from lakestats.pruning.spark_types import INTEGRAL_BITS
 from lakestats.pruning.temporal import SESSION_ZONE, Months
 
 
@@ -107,8 +107,6 @@ def _add(x, y):
     return x + y
 
 
-INTEGRAL_BITS = {E.DataType.Type.TINYINT: 8, E.DataType.Type.SMALLINT: 16,
-                  E.DataType.Type.INT: 32, E.DataType.Type.BIGINT: 64}
 CASTS = (*INTEGRAL_BITS, E.DataType.Type.DOUBLE, E.DataType.Type.FLOAT, E.DataType.Type.DECIMAL)
 
 
@@ -116,8 +114,7 @@ def cast_number(to: E.DataType, v):
     """Spark's CAST of a number v to the numeric type `to` (one of CASTS), a non-decreasing
     function of v, so that a range's bounds cast are the cast values' bounds; ValueError
     where that value is not certain: overflow (an error under ANSI, a wrap-around under
-    legacy casts, NULL under try_cast), a float to a decimal or one that float32 rounds, a
-    value that is not a number."""
+    legacy casts, NULL under try_cast), a float to a decimal, a value that is not a number."""
     if isinstance(v, bool):
         v = int(v)
     if not isinstance(v, (int, float, decimal.Decimal)):
@@ -131,9 +128,7 @@ def cast_number(to: E.DataType, v):
     if target == E.DataType.Type.DOUBLE:
         return float(v)
     if target == E.DataType.Type.FLOAT:
-        if float(struct.unpack("f", struct.pack("f", v))[0]) != v:
-            raise ValueError(f"{v} is rounded to float32")
-        return float(v)
+        return to_float32(v)
     if target == E.DataType.Type.DECIMAL and not isinstance(v, float):
         precision, scale = (int(p.this.this) for p in to.expressions) if to.expressions \
             else (10, 0)                                # Spark's DECIMAL: DECIMAL(10, 0)
@@ -145,64 +140,28 @@ def cast_number(to: E.DataType, v):
     raise ValueError(f"CAST to {target.value}")
 
 
-def spark_column_type(t: pa.DataType) -> tuple[str | None, str]:
-    """The kind of a column, and Spark's name of the type it reads the Parquet column as."""
-    if pa.types.is_boolean(t):
-        return "boolean", "boolean"
-    if pa.types.is_signed_integer(t):
-        return "integral", {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}[t.bit_width]
-    if pa.types.is_unsigned_integer(t):
-        return ("integral", {8: "smallint", 16: "int", 32: "bigint"}[t.bit_width]) \
-            if t.bit_width < 64 else ("fractional", "decimal(20,0)")
-    if pa.types.is_floating(t):
-        return "fractional", "double" if t.bit_width == 64 else "float"
-    if pa.types.is_decimal(t):
-        return "fractional", f"decimal({t.precision},{t.scale})"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string", "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
-            pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
-        return "binary", "binary"
-    if pa.types.is_date(t):
-        return "date", "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp", "timestamp" if t.tz else "timestamp_ntz"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return "complex", "array"
-    if pa.types.is_struct(t) or pa.types.is_map(t):
-        return "complex", "struct" if pa.types.is_struct(t) else "map"
-    return None, str(t)
-
-
-def spark_number_type(text: str) -> tuple[str, str]:
-    """A numeric literal's kind and Spark type: 5 int, 5000000000 bigint, larger ones and
-    5.5 decimal, 1e3 double."""
-    if "e" in text.lower():
-        return "fractional", "double"
-    if "." in text or abs(int(text)) >= 2 ** 63:
-        return "fractional", "decimal"
-    return "integral", "int" if abs(int(text)) < 2 ** 31 else "bigint"
-
-
-SPARK_INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
-
-
-def int_bits(node: E.Expression, column_bits: Callable[[str], int | None]) -> int:
-    """The width of the node's Spark integer type, at least (8 where its type is not known);
-    0 where its type is no integer type. `column_bits`: a column's (None: not known)."""
-    if isinstance(node, E.Column):
-        bits = column_bits(node.name)
-        return 8 if bits is None else bits
-    if isinstance(node, E.Literal):
-        return 0 if node.is_string else SPARK_INT_BITS.get(spark_number_type(node.this)[1], 0)
-    if isinstance(node, E.Cast):                       # TryCast too
-        return INTEGRAL_BITS.get(node.to.this, 0)
-    if isinstance(node, (E.Paren, E.Neg)):
-        return int_bits(node.this, column_bits)
-    if isinstance(node, (E.Add, E.Sub, E.Mul)):
-        a, b = int_bits(node.this, column_bits), int_bits(node.expression, column_bits)
-        return 0 if 0 in (a, b) else max(a, b)
-    return 32 if isinstance(node, E.Year) else 8
+def to_float32(v) -> float:
+    """v rounded to the nearest float32, ties to even, as Java's (float) rounds a long or a
+    double (a non-decreasing function); ValueError where it overflows, or where v is a decimal
+    whose rounding is not exact (Java's BigDecimal.floatValue may round twice)."""
+    if isinstance(v, int):
+        magnitude, bits = abs(v), abs(v).bit_length()
+        if bits > 128:
+            raise ValueError(f"{v} overflows float")
+        if bits > 24:                           # keep 24 significant bits, ties to even
+            shift = bits - 24
+            kept, rest = divmod(magnitude, 1 << shift)
+            half = 1 << (shift - 1)
+            kept += rest > half or (rest == half and kept & 1)
+            magnitude = kept << shift
+        return math.copysign(float(magnitude), v)
+    try:
+        rounded = struct.unpack("f", struct.pack("f", float(v)))[0]
+    except OverflowError:
+        raise ValueError(f"{v} overflows float") from None
+    if isinstance(v, decimal.Decimal) and rounded != v:
+        raise ValueError(f"{v} is rounded to float")
+    return rounded
 
 
 def column_values(values: list, column_type: pa.DataType) -> list:

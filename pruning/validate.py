@@ -24,7 +24,7 @@ import pyarrow as pa
 from sqlglot import expressions as E
 
 from lakestats.pruning.predicate import PredicateError
-from lakestats.pruning.ranges import spark_column_type, spark_number_type
+from lakestats.pruning.spark_types import spark_column_type, spark_number_type
 
 # names Spark reads as functions without parentheses; sqlglot leaves some of them columns
 NILADIC = {"current_date", "current_timestamp", "current_user", "user", "session_user",

@@ -1,6 +1,7 @@
 """Numbers of different types meet in a predicate as Spark makes them meet. A comparison of a
 double with an integer or a decimal compares doubles (`f = 0.1` holds where f is the double
-nearest 0.1; `k = 9.007199254740992E15` where k is 2^53 + 1), by ranges and by membership.
+nearest 0.1; `k = 9.007199254740992E15` where k is 2^53 + 1), by ranges and by membership; a
+float (32-bit) with an integer compares floats (`g = 16777217` holds where g is 16777216).
 CAST of a number's bounds to another numeric type bounds the cast values (toward zero to an
 integer, rounded half up to a decimal, to the nearest double), and a partition where a cast
 may overflow or meets NaN is not pruned (overflow wraps around or saturates under legacy
@@ -28,7 +29,7 @@ FILES = {      # f double, g float, k bigint, i int, d decimal(5, 2)
            "d": [D("9.99"), D("10.01")]},
     "p2": {"f": [-1.5, -0.5], "g": [-0.75, -0.25], "k": [2**53 + 1, 2**53 + 1],
            "i": [-5, -3], "d": [D("-0.05"), D("0.04")]},
-    "p3": {"f": [float("nan"), 7.0], "g": [16_777_216.0, 16_777_218.0],
+    "p3": {"f": [float("nan"), 7.0], "g": [16_777_216.0, 16_777_216.0],
            "k": [-2**63, -2**63 + 1], "i": [2**31 - 1, 2**31 - 2], "d": [D("99.99"), D("999.99")]},
     "p4": {"f": [float("inf"), 1e300], "g": [None, 3.5], "k": [2**63 - 1, 2**63 - 2],
            "i": [None, 7], "d": [None, D("-999.99")]},
@@ -78,7 +79,7 @@ casts = st.one_of(
     st.builds(lambda c, t: f"{c}::{t}", st.sampled_from("fgkid"), st.sampled_from(TARGETS[:6])))
 # integer arithmetic overflows its type (int + int is an int): wraps under legacy arithmetic
 arithmetic = st.builds(lambda c, op, n: f"{c} {op} {n}", st.sampled_from(["k", "i", "-k", "-i",
-                                                                        "f", "d", "int(k)"]),
+                                                                        "f", "d", "int(k)", "g"]),
                        st.sampled_from(["+", "-", "*"]),
                        st.sampled_from(["1", "2", "-1", "2147483647", "3000000000", "0.5"]))
 predicates = st.builds(lambda e, op, v: f"{e} {op} {v}",
@@ -117,6 +118,14 @@ def test_no_file_pruned_by_a_cast_holds_a_matching_row(table, spark, where):
     ("i + 1 < 0", ["p0", "p1", "p4", "p5"]),
     ("k + 1 < 0", ["p0", "p1", "p2", "p5"]),
     ("i * 2 > 300", ["p0", "p2", "p4", "p5"]),         # p1: 200 * 2; p3: overflows
+    # a float meets an integer as a float: 16777217 rounds to p3's 16777216, by ranges, in an
+    # IN list, BETWEEN and IF; float arithmetic rounds each step (p3: g + 1 is 16777216)
+    ("g = 16777217", ["p0", "p1", "p2", "p4", "p5"]),
+    ("g IN (16777217, 16777219)", ["p0", "p1", "p2", "p4", "p5"]),
+    ("g BETWEEN 16777217 AND 16777219", ["p0", "p1", "p2", "p4", "p5"]),
+    ("IF(i > 0, g, 0) = 16777217", ["p0", "p1", "p2", "p4", "p5"]),
+    ("CAST(16777217 AS FLOAT) = g", ["p0", "p1", "p2", "p4", "p5"]),
+    ("g + 1 <= 16777216", []),
 ])
 def test_casts_prune_where_their_values_are_certain(table, where, skipped):
     assert prune(f"{table}/_lakestats", where).skipped == [f"{p}.parquet" for p in skipped]

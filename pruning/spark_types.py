@@ -1,0 +1,185 @@
+"""The Spark type of a predicate's expressions, and the casts Spark's analyzer adds where a
+float meets an integer: the evaluator compares what Spark compares.
+
+Most mixed comparisons need no cast of ours: an integer or a decimal meeting a double is read
+as a double (ranges.aligned), exactly as Spark does. A float (32-bit) meeting an integer is
+the exception: Spark rounds the integer to a float, so `g = 16777217` is true where g is
+16777216. `coerced` makes that rounding explicit as CAST(... AS FLOAT) nodes, as Spark's
+ImplicitTypeCasts does, and the evaluator's CAST rule rounds exactly.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import pyarrow as pa
+from sqlglot import expressions as E
+
+INTEGRAL_BITS = {E.DataType.Type.TINYINT: 8, E.DataType.Type.SMALLINT: 16,
+                 E.DataType.Type.INT: 32, E.DataType.Type.BIGINT: 64}
+SPARK_INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
+# numeric types from narrow to wide, as Spark widens them (a decimal is apart)
+NUMERIC_ORDER = ("tinyint", "smallint", "int", "bigint", "float", "double")
+CAST_TYPES = {**{t: name for t, name in zip(INTEGRAL_BITS, SPARK_INT_BITS)},
+              E.DataType.Type.FLOAT: "float", E.DataType.Type.DOUBLE: "double",
+              E.DataType.Type.DECIMAL: "decimal"}
+COMPARISONS = (E.EQ, E.NEQ, E.NullSafeEQ, E.LT, E.LTE, E.GT, E.GTE)
+ARITHMETIC = (E.Add, E.Sub, E.Mul)
+# a column's Spark type name (spark_column_type's), None where not known
+ColumnType = Callable[[str], "str | None"]
+
+
+def spark_column_type(t: pa.DataType) -> tuple[str | None, str]:
+    """The kind of a column, and Spark's name of the type it reads the Parquet column as."""
+    if pa.types.is_boolean(t):
+        return "boolean", "boolean"
+    if pa.types.is_signed_integer(t):
+        return "integral", {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}[t.bit_width]
+    if pa.types.is_unsigned_integer(t):
+        return ("integral", {8: "smallint", 16: "int", 32: "bigint"}[t.bit_width]) \
+            if t.bit_width < 64 else ("fractional", "decimal(20,0)")
+    if pa.types.is_floating(t):
+        return "fractional", "double" if t.bit_width == 64 else "float"
+    if pa.types.is_decimal(t):
+        return "fractional", f"decimal({t.precision},{t.scale})"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string", "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or \
+            pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+        return "binary", "binary"
+    if pa.types.is_date(t):
+        return "date", "date"
+    if pa.types.is_timestamp(t):
+        return "timestamp", "timestamp" if t.tz else "timestamp_ntz"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return "complex", "array"
+    if pa.types.is_struct(t) or pa.types.is_map(t):
+        return "complex", "struct" if pa.types.is_struct(t) else "map"
+    return None, str(t)
+
+
+def spark_number_type(text: str) -> tuple[str, str]:
+    """A numeric literal's kind and Spark type: 5 int, 5000000000 bigint, larger ones and
+    5.5 decimal, 1e3 double."""
+    if "e" in text.lower():
+        return "fractional", "double"
+    if "." in text or abs(int(text)) >= 2 ** 63:
+        return "fractional", "decimal"
+    return "integral", "int" if abs(int(text)) < 2 ** 31 else "bigint"
+
+
+def wider(a: str | None, b: str | None) -> str | None:
+    """The type Spark computes two numbers of types a and b in (None: not known)."""
+    if "void" in (a, b):                               # NULL takes the other's type
+        return b if a == "void" else a
+    a, b = (t if t is None or not t.startswith("decimal") else "decimal" for t in (a, b))
+    if "decimal" in (a, b):
+        other = b if a == "decimal" else a
+        return "double" if other in ("float", "double") else \
+            "decimal" if other in SPARK_INT_BITS or other == "decimal" else None
+    if a in NUMERIC_ORDER and b in NUMERIC_ORDER:
+        return max(a, b, key=NUMERIC_ORDER.index)
+    return "double" if "double" in (a, b) else None    # anything numeric with a double
+
+
+def spark_type(node: E.Expression, column_type: ColumnType) -> str | None:
+    """The Spark type of a numeric expression (a name from NUMERIC_ORDER, or decimal(p,s) /
+    decimal); None where lakestats does not know it."""
+    if isinstance(node, E.Column):
+        return column_type(node.name)
+    if isinstance(node, E.Null):
+        return "void"
+    if isinstance(node, E.Literal):
+        try:
+            return "string" if node.is_string else spark_number_type(node.this)[1]
+        except ValueError:
+            return None
+    if isinstance(node, E.Cast):                       # TryCast too
+        return CAST_TYPES.get(node.to.this, node.to.this.value.lower())
+    if isinstance(node, (E.Paren, E.Neg)):
+        return spark_type(node.this, column_type)
+    if isinstance(node, ARITHMETIC):
+        return wider(spark_type(node.this, column_type),
+                     spark_type(node.expression, column_type))
+    if isinstance(node, (E.If, E.Case)):
+        return _common([spark_type(v, column_type) for v in _branch_values(node)])
+    return "int" if isinstance(node, E.Year) else None
+
+
+def int_bits(node: E.Expression, column_type: ColumnType) -> int:
+    """The width of the node's Spark integer type, at least (8 where its type is not known);
+    0 where its type is no integer type."""
+    t = spark_type(node, column_type)
+    return 8 if t is None else SPARK_INT_BITS.get(t, 0)
+
+
+def coerced(node: E.Expression, column_type: ColumnType) -> E.Expression:
+    """The node with CAST(... AS FLOAT) where Spark casts an integer meeting a float: in a
+    comparison, BETWEEN, IN, arithmetic and the branches of IF and CASE. The node itself
+    where nothing is a float (the common case: no copy)."""
+    if not any(column_type(c.name) == "float" for c in node.find_all(E.Column)) and not any(
+            c.to.this == E.DataType.Type.FLOAT for c in node.find_all(E.Cast)):
+        return node
+    return node.transform(lambda n: _with_casts(n, column_type))
+
+
+def _with_casts(node: E.Expression, column_type: ColumnType) -> E.Expression:
+    if isinstance(node, E.Between):                    # a >= low AND a <= high, each coerced
+        pairs = [(E.GTE, node.args["low"]), (E.LTE, node.args["high"])]
+        return E.and_(*(op(this=node.this.copy(), expression=bound.copy())
+                        for op, bound in pairs)).transform(
+            lambda n: _with_casts(n, column_type), copy=False)
+    if isinstance(node, (*COMPARISONS, *ARITHMETIC)):
+        keys = ["this", "expression"]
+    elif isinstance(node, E.In) and not node.args.get("query"):
+        keys = ["this", "expressions"]
+    elif isinstance(node, (E.If, E.Case)):
+        return _cast_branches(node, column_type)
+    else:
+        return node
+    operands = [x for key in keys for x in (node.args[key] if key == "expressions"
+                                              else [node.args[key]])]
+    if _common([spark_type(x, column_type) for x in operands]) != "float":
+        return node
+    for key in keys:
+        if key == "expressions":
+            node.set(key, [_as_float(x, column_type) for x in node.expressions])
+        else:
+            node.set(key, _as_float(node.args[key], column_type))
+    return node
+
+
+def _cast_branches(node: E.If | E.Case, column_type: ColumnType) -> E.Expression:
+    if spark_type(node, column_type) != "float":
+        return node
+    if isinstance(node, E.If):
+        for key in ("true", "false"):
+            if node.args.get(key) is not None:
+                node.set(key, _as_float(node.args[key], column_type))
+        return node
+    for arm in node.args["ifs"]:
+        arm.set("true", _as_float(arm.args["true"], column_type))
+    if node.args.get("default") is not None:
+        node.set("default", _as_float(node.args["default"], column_type))
+    return node
+
+
+def _branch_values(node: E.If | E.Case) -> list[E.Expression]:
+    if isinstance(node, E.If):
+        values = [node.args.get("true"), node.args.get("false")]
+    else:
+        values = [i.args.get("true") for i in node.args["ifs"]] + [node.args.get("default")]
+    return [v for v in values if v is not None]
+
+
+def _common(types: list[str | None]) -> str | None:
+    """The type Spark coerces all of `types` to (None where one is not known)."""
+    common = types[0] if types else None
+    for t in types[1:]:
+        common = wider(common, t)
+    return common
+
+
+def _as_float(node: E.Expression, column_type: ColumnType) -> E.Expression:
+    """An integer operand cast to a float, as Spark rounds it; others as they are."""
+    return E.Cast(this=node, to=E.DataType(this=E.DataType.Type.FLOAT)) \
+        if spark_type(node, column_type) in SPARK_INT_BITS else node
