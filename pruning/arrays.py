@@ -5,7 +5,7 @@ partition, where they have no array form."""
 from __future__ import annotations
 
 import decimal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -191,6 +191,29 @@ def each(fn: Callable[..., Range], *args: Value) -> Value:
         return safe(fn, UNKNOWN, *args)
     return Ranges.of([safe(fn, UNKNOWN, *(in_partition(a, i) for a in args))
                       for i in range(n)])
+
+
+def mapped(fn: Callable, v: Value) -> Value:
+    """A non-decreasing function over the bounds, so that they bound its values: as arrays,
+    else partition by partition (unknown where it fails)."""
+    def one(r: Range) -> Range:
+        if not r.known or r.nan:
+            return UNKNOWN
+        if not r.values:
+            return replace(r, column=None)
+        return Range(fn(r.low), fn(r.high), values=True, nulls=r.nulls)
+
+    if isinstance(v, Ranges):
+        try:
+            usable = v.known & ~v.nan
+            at = np.flatnonzero(usable & v.values)
+            low, high = v.low.copy(), v.high.copy()
+            low[at] = [fn(x) for x in v.low[at].tolist()]
+            high[at] = [fn(x) for x in v.high[at].tolist()]
+            return Ranges(low, high, v.values, v.nulls, v.nan, v.known).known_only(usable)
+        except RULE_ERRORS:
+            pass
+    return each(one, v)
 
 
 def each_flags(fn: Callable[..., Flags], n: int, *args: Value) -> FlagArrays:

@@ -23,8 +23,9 @@ the ranges keep, all at once (MemberAll: value index, value sets, Bloom filters)
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -34,12 +35,12 @@ from sqlglot import expressions as E
 
 from lakestats.pruning.arrays import (RULE_ERRORS, FlagArrays, NotArrays, Ranges, Value,
                                       arith_arrays, compare_constant, each, each_flags,
-                                      fitting, in_partition, lift, safe, union_arrays)
+                                      fitting, in_partition, lift, mapped, safe, union_arrays)
 from lakestats.pruning.predicate import StatsView, Views
 from lakestats.pruning.ranges import (CASTS, FLIPPED, MAYBE, UNKNOWN, Flags,
                                       Range, arith, cast_number, compare, literal, negated,
-                                      sql_literal, successor, union)
-from lakestats.pruning.spark_types import coerced, int_bits, spark_type
+                                      sql_literal, successor, to_decimal, union)
+from lakestats.pruning.spark_types import coerced, decimal_digits, int_bits, spark_type
 from lakestats.pruning.temporal import interval_value, to_date, truncating, year
 
 # (column, values, partitions asked) -> may each asked partition hold one of the values?
@@ -60,6 +61,8 @@ class Scope:
         return len(self.views)
 
 
+# digits of decimal arithmetic: a product of two DECIMAL(38)s exactly (Python's default is 28)
+DECIMAL_DIGITS = 80
 # the scope of a constant: one partition, no column in it
 CONSTANTS = Scope(Views([StatsView({}, 0, set())]))
 
@@ -83,15 +86,19 @@ def evaluate_one(node: E.Expression, partition: StatsView) -> Flags:
 
 def _arith(op: str) -> Callable:
     def rule(node: E.Expression, s: Scope) -> Value:
-        if spark_type(node, s.views.spark_type) == "float":
-            return UNKNOWN    # each step rounded to 24 bits: bounds in doubles do not bound
+        t = spark_type(node, s.views.spark_type)
+        if t in ("float", "decimal"):   # each step rounded to 24 bits; a scale not known
+            return UNKNOWN
         a, b = value_ranges(node.this, s), value_ranges(node.expression, s)
+        v = None
         if isinstance(a, Ranges) or isinstance(b, Ranges):
             try:
-                return _fitting(arith_arrays(lift(a, len(s)), lift(b, len(s)), op), node, s)
+                v = arith_arrays(lift(a, len(s)), lift(b, len(s)), op)
             except NotArrays:
                 pass
-        return _fitting(each(lambda x, y: arith(x, y, op), a, b), node, s)
+        v = each(lambda x, y: arith(x, y, op), a, b) if v is None else v
+        digits = decimal_digits(t)      # Spark rounds a decimal result to its type's scale
+        return mapped(lambda x: to_decimal(x, *digits), v) if digits else _fitting(v, node, s)
     return rule
 
 
@@ -102,32 +109,8 @@ def _fitting(v: Value, node: E.Expression, s: Scope) -> Value:
 
 def _monotone(of_node: Callable) -> Callable:
     """A rule for a non-decreasing function of the node's argument, of_node(node) (looked up
-    once per node): over the bounds, as arrays, else partition by partition (unknown where
-    it fails)."""
-    def one(fn: Callable, a: Range) -> Range:
-        if not a.known or a.nan:
-            return UNKNOWN
-        if not a.values:
-            return replace(a, column=None)
-        return Range(fn(a.low), fn(a.high), values=True, nulls=a.nulls)
-
-    def rule(node: E.Expression, s: Scope) -> Value:
-        a, fn = value_ranges(node.this, s), of_node(node)
-        if isinstance(a, Ranges):
-            try:
-                return over_bounds(fn, a)
-            except RULE_ERRORS:
-                pass
-        return each(lambda r: one(fn, r), a)
-
-    def over_bounds(fn: Callable, a: Ranges) -> Ranges:
-        usable = a.known & ~a.nan
-        at = np.flatnonzero(usable & a.values)
-        low, high = a.low.copy(), a.high.copy()
-        low[at] = [fn(v) for v in a.low[at].tolist()]
-        high[at] = [fn(v) for v in a.high[at].tolist()]
-        return Ranges(low, high, a.values, a.nulls, a.nan, a.known).known_only(usable)
-    return rule
+    once per node)."""
+    return lambda node, s: mapped(of_node(node), value_ranges(node.this, s))
 
 
 _cast_bounds = _monotone(lambda node: functools.partial(cast_number, node.to))
@@ -227,7 +210,8 @@ def _apply(rules: dict, node: E.Expression, s: Scope, unknown):
     if rule is None:
         return unknown
     try:
-        return rule(node, s)
+        with decimal.localcontext(prec=DECIMAL_DIGITS):
+            return rule(node, s)
     except RULE_ERRORS:
         return unknown
 

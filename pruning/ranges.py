@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 from sqlglot import expressions as E
 
-from lakestats.pruning.spark_types import INTEGRAL_BITS
+from lakestats.pruning.spark_types import INTEGRAL_BITS, decimal_type
 from lakestats.pruning.temporal import SESSION_ZONE, Months
 
 
@@ -130,14 +130,18 @@ def cast_number(to: E.DataType, v):
     if target == E.DataType.Type.FLOAT:
         return to_float32(v)
     if target == E.DataType.Type.DECIMAL and not isinstance(v, float):
-        precision, scale = (int(p.this.this) for p in to.expressions) if to.expressions \
-            else (10, 0)                                # Spark's DECIMAL: DECIMAL(10, 0)
-        rounded = decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-scale),
-                                              rounding=decimal.ROUND_HALF_UP)
-        if abs(rounded) >= decimal.Decimal(10) ** (precision - scale):
-            raise ValueError(f"{v} overflows DECIMAL({precision}, {scale})")
-        return rounded
+        return to_decimal(v, *decimal_type(to))
     raise ValueError(f"CAST to {target.value}")
+
+
+def to_decimal(v: int | decimal.Decimal, precision: int, scale: int) -> decimal.Decimal:
+    """v as a Spark DECIMAL(precision, scale): rounded half up (non-decreasing); ValueError
+    where it overflows (NULL, or an error under ANSI)."""
+    rounded = decimal.Decimal(v).quantize(decimal.Decimal(1).scaleb(-scale),
+                                          rounding=decimal.ROUND_HALF_UP)
+    if abs(rounded) >= decimal.Decimal(10) ** (precision - scale):
+        raise ValueError(f"{v} overflows DECIMAL({precision}, {scale})")
+    return rounded
 
 
 def to_float32(v) -> float:

@@ -9,6 +9,8 @@ ImplicitTypeCasts does, and the evaluator's CAST rule rounds exactly.
 """
 from __future__ import annotations
 
+import decimal
+import re
 from typing import Callable
 
 import pyarrow as pa
@@ -22,6 +24,10 @@ NUMERIC_ORDER = ("tinyint", "smallint", "int", "bigint", "float", "double")
 CAST_TYPES = {**{t: name for t, name in zip(INTEGRAL_BITS, SPARK_INT_BITS)},
               E.DataType.Type.FLOAT: "float", E.DataType.Type.DOUBLE: "double",
               E.DataType.Type.DECIMAL: "decimal"}
+DECIMAL = E.DataType.Type.DECIMAL
+MAX_PRECISION, MIN_ADJUSTED_SCALE = 38, 6         # Spark's DecimalType
+# the decimal an integer type is widened to where it meets a decimal
+INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}
 COMPARISONS = (E.EQ, E.NEQ, E.NullSafeEQ, E.LT, E.LTE, E.GT, E.GTE)
 ARITHMETIC = (E.Add, E.Sub, E.Mul)
 # a column's Spark type name (spark_column_type's), None where not known
@@ -90,19 +96,70 @@ def spark_type(node: E.Expression, column_type: ColumnType) -> str | None:
         return "void"
     if isinstance(node, E.Literal):
         try:
-            return "string" if node.is_string else spark_number_type(node.this)[1]
+            t = "string" if node.is_string else spark_number_type(node.this)[1]
         except ValueError:
             return None
+        return "decimal(%d,%d)" % _literal_digits(node.this) if t == "decimal" else t
     if isinstance(node, E.Cast):                       # TryCast too
-        return CAST_TYPES.get(node.to.this, node.to.this.value.lower())
+        return "decimal(%d,%d)" % decimal_type(node.to) if node.to.this == DECIMAL else \
+            CAST_TYPES.get(node.to.this, node.to.this.value.lower())
     if isinstance(node, (E.Paren, E.Neg)):
         return spark_type(node.this, column_type)
     if isinstance(node, ARITHMETIC):
-        return wider(spark_type(node.this, column_type),
-                     spark_type(node.expression, column_type))
+        return _arithmetic_type(node, column_type)
     if isinstance(node, (E.If, E.Case)):
         return _common([spark_type(v, column_type) for v in _branch_values(node)])
     return "int" if isinstance(node, E.Year) else None
+
+
+def decimal_type(to: E.DataType) -> tuple[int, int]:
+    """A DECIMAL type's precision and scale: Spark's DECIMAL alone is DECIMAL(10, 0)."""
+    return tuple(int(p.this.this) for p in to.expressions) if to.expressions else (10, 0)
+
+
+def decimal_digits(t: str | None) -> tuple[int, int] | None:
+    """The precision and scale of a type named decimal(p,s); None for another name."""
+    found = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", t or "")
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def _literal_digits(text: str) -> tuple[int, int]:
+    """A literal's precision and scale as Spark types it: 1.50 is DECIMAL(3, 2), 0.05
+    DECIMAL(2, 2), 7 DECIMAL(1, 0) where it meets a decimal."""
+    _, digits, exponent = decimal.Decimal(text.lstrip("-")).as_tuple()
+    scale = max(0, -exponent)
+    return max(len(digits) + max(0, exponent), scale, 1), scale
+
+
+def _arithmetic_type(node: E.Expression, column_type: ColumnType) -> str | None:
+    """The type of + - * as Spark's DecimalPrecision gives it: where a decimal meets a
+    decimal or an integer, the exact result's precision and scale, the scale cut (the value
+    rounded) where the precision would pass 38; else the wider operand's type."""
+    operands = [node.this, node.expression]
+    types = [spark_type(x, column_type) for x in operands]
+    if not any(decimal_digits(t) for t in types) or any(t in ("float", "double") for t in types):
+        return wider(*types)
+    digits = [decimal_digits(t) or (_literal_digits(x.sql()) if _is_number(x) else
+                                    (INTEGRAL_DIGITS.get(t, 0), 0))
+              for x, t in zip(operands, types)]
+    (p1, s1), (p2, s2) = digits
+    if not (p1 and p2):
+        return "decimal"                               # an operand of unknown precision
+    if isinstance(node, E.Mul):
+        precision, scale = p1 + p2 + 1, s1 + s2
+    else:
+        scale = max(s1, s2)
+        precision = max(p1 - s1, p2 - s2) + scale + 1
+    if precision > MAX_PRECISION:                      # DecimalType.adjustPrecisionScale
+        scale = max(MAX_PRECISION - (precision - scale), min(scale, MIN_ADJUSTED_SCALE))
+        precision = MAX_PRECISION
+    return f"decimal({precision},{scale})"
+
+
+def _is_number(node: E.Expression) -> bool:
+    """A numeric literal, or a negative one (Spark's grammar reads -5 as a literal)."""
+    node = node.this if isinstance(node, E.Neg) else node
+    return isinstance(node, E.Literal) and not node.is_string
 
 
 def int_bits(node: E.Expression, column_type: ColumnType) -> int:

@@ -22,22 +22,29 @@ from tests.tables import write
 pytestmark = pytest.mark.slow
 
 D = decimal.Decimal
-FILES = {      # f double, g float, k bigint, i int, d decimal(5, 2)
+W = D("12345678901234567890.123456789012345678")      # 38 digits
+FILES = {      # f double, g float, k bigint, i int, d decimal(5, 2), w decimal(38, 18)
     "p0": {"f": [1.5, 2.5], "g": [0.5, 1.25], "k": [3_000_000_000, 3_000_000_001],
-           "i": [1, 2], "d": [D("1.25"), D("1.35")]},
+           "i": [1, 2], "d": [D("1.25"), D("1.35")],
+           "w": [D("0.49999999995"), D("0.49999999995")]},
     "p1": {"f": [10.5, 20.5], "g": [100.0, 200.5], "k": [1, 2], "i": [100, 200],
-           "d": [D("9.99"), D("10.01")]},
+           "d": [D("9.99"), D("10.01")],
+           "w": [W, W]},
     "p2": {"f": [-1.5, -0.5], "g": [-0.75, -0.25], "k": [2**53 + 1, 2**53 + 1],
-           "i": [-5, -3], "d": [D("-0.05"), D("0.04")]},
+           "i": [-5, -3], "d": [D("-0.05"), D("0.04")],
+           "w": [D("3e-18"), D("3e-18")]},
     "p3": {"f": [float("nan"), 7.0], "g": [16_777_216.0, 16_777_216.0],
-           "k": [-2**63, -2**63 + 1], "i": [2**31 - 1, 2**31 - 2], "d": [D("99.99"), D("999.99")]},
+           "k": [-2**63, -2**63 + 1], "i": [2**31 - 1, 2**31 - 2], "d": [D("99.99"), D("999.99")],
+           "w": [None, D(1)]},
     "p4": {"f": [float("inf"), 1e300], "g": [None, 3.5], "k": [2**63 - 1, 2**63 - 2],
-           "i": [None, 7], "d": [None, D("-999.99")]},
+           "i": [None, 7], "d": [None, D("-999.99")],
+           "w": [D(-1), D(1)]},
     "p5": {"f": [0.1, 0.3], "g": [0.1, 0.1], "k": [2**53, 2**53 + 1], "i": [0, 0],
-           "d": [D("99.99"), D("99.99")]},
+           "d": [D("99.99"), D("99.99")],
+           "w": [D(0), D(0)]},
 }
 TYPES = {"f": pa.float64(), "g": pa.float32(), "k": pa.int64(), "i": pa.int32(),
-         "d": pa.decimal128(5, 2)}
+         "d": pa.decimal128(5, 2), "w": pa.decimal128(38, 18)}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +86,8 @@ casts = st.one_of(
     st.builds(lambda c, t: f"{c}::{t}", st.sampled_from("fgkid"), st.sampled_from(TARGETS[:6])))
 # integer arithmetic overflows its type (int + int is an int): wraps under legacy arithmetic
 arithmetic = st.builds(lambda c, op, n: f"{c} {op} {n}", st.sampled_from(["k", "i", "-k", "-i",
-                                                                        "f", "d", "int(k)", "g"]),
+                                                                        "f", "d", "int(k)", "g", "w",
+                                                                        "d * d", "w * i"]),
                        st.sampled_from(["+", "-", "*"]),
                        st.sampled_from(["1", "2", "-1", "2147483647", "3000000000", "0.5"]))
 predicates = st.builds(lambda e, op, v: f"{e} {op} {v}",
@@ -126,6 +134,11 @@ def test_no_file_pruned_by_a_cast_holds_a_matching_row(table, spark, where):
     ("IF(i > 0, g, 0) = 16777217", ["p0", "p1", "p2", "p4", "p5"]),
     ("CAST(16777217 AS FLOAT) = g", ["p0", "p1", "p2", "p4", "p5"]),
     ("g + 1 <= 16777216", []),
+    # decimal arithmetic past 38 digits: w * i is a DECIMAL(38, 7), w + 0 a DECIMAL(38, 17),
+    # rounded half up (p0: 0.49999999995 * 2 is 1.0000000), computed exactly before that
+    ("w * i >= 1", ["p2", "p5"]),
+    ("w + 0 = 12345678901234567890.12345678901234568", ["p0", "p2", "p3", "p4", "p5"]),
+    ("w + 0 < 0", ["p0", "p1", "p2", "p3", "p5"]),     # p1 in 38 digits; p2 rounds to 0
 ])
 def test_casts_prune_where_their_values_are_certain(table, where, skipped):
     assert prune(f"{table}/_lakestats", where).skipped == [f"{p}.parquet" for p in skipped]
