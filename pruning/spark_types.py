@@ -22,8 +22,7 @@ SPARK_INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
 # numeric types from narrow to wide, as Spark widens them (a decimal is apart)
 NUMERIC_ORDER = ("tinyint", "smallint", "int", "bigint", "float", "double")
 CAST_TYPES = {**{t: name for t, name in zip(INTEGRAL_BITS, SPARK_INT_BITS)},
-              E.DataType.Type.FLOAT: "float", E.DataType.Type.DOUBLE: "double",
-              E.DataType.Type.DECIMAL: "decimal"}
+              E.DataType.Type.FLOAT: "float", E.DataType.Type.DOUBLE: "double"}
 DECIMAL = E.DataType.Type.DECIMAL
 MAX_PRECISION, MIN_ADJUSTED_SCALE = 38, 6         # Spark's DecimalType
 # the decimal an integer type is widened to where it meets a decimal
@@ -114,7 +113,8 @@ def spark_type(node: E.Expression, column_type: ColumnType) -> str | None:
 
 def decimal_type(to: E.DataType) -> tuple[int, int]:
     """A DECIMAL type's precision and scale: Spark's DECIMAL alone is DECIMAL(10, 0)."""
-    return tuple(int(p.this.this) for p in to.expressions) if to.expressions else (10, 0)
+    given = [int(p.this.this) for p in to.expressions]
+    return (given[0] if given else 10), (given[1] if len(given) > 1 else 0)
 
 
 def decimal_digits(t: str | None) -> tuple[int, int] | None:
