@@ -74,7 +74,11 @@ def evaluate(node: E.Expression, partitions: Views | list[StatsView],
         partitions = Views(partitions)
     if not len(partitions):
         return FlagArrays(*(np.zeros(0, bool) for _ in range(3)))
-    return _flags(coerced(node, partitions.spark_type), Scope(partitions, member_all))
+    try:
+        node = coerced(node, partitions.spark_type)
+    except RULE_ERRORS:                  # types it cannot reason about: nothing is pruned
+        return FlagArrays.broadcast(MAYBE, len(partitions))
+    return _flags(node, Scope(partitions, member_all))
 
 
 def evaluate_one(node: E.Expression, partition: StatsView) -> Flags:
