@@ -15,9 +15,11 @@ constant's range is derived once per query. Arithmetic, CAST to a number and dat
 functions run over the bounds as arrays (pruning.arrays), and so does the union of the
 branches of IF and CASE each partition may take; what has no array form (dates plus months,
 bounds of mixed types) runs partition by partition over pruning.ranges, a failure making that
-partition's range unknown. What has no rule is unknown: it never prunes and never
-raises. NOT swaps true and false, which is 3VL negation exactly; AND and OR combine flags
-soundly (rows are not correlated across columns). Membership tests (=, IN) ask the partitions
+partition's range unknown. Numbers meet as Spark's types make them meet: before the walk,
+pruning.spark_types adds the casts Spark's analyzer adds where a float meets an integer, and
+decimal arithmetic rounds its bounds to Spark's result scale. What has no rule is unknown: it
+never prunes and never raises. NOT swaps true and false, which is 3VL negation exactly; AND
+and OR combine flags soundly (rows are not correlated across columns). Membership tests (=, IN) ask the partitions
 the ranges keep, all at once (MemberAll: value index, value sets, Bloom filters).
 """
 from __future__ import annotations
