@@ -97,7 +97,7 @@ predicates = st.builds(lambda e, op, v: f"{e} {op} {v}",
 
 
 @seed(20261128)
-@settings(max_examples=120, deadline=None, database=None,
+@settings(max_examples=80, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=predicates)
 def test_no_file_pruned_by_a_cast_holds_a_matching_row(table, spark, where):

@@ -192,8 +192,8 @@ def _check(spark, lake, query: str, joins_only: bool) -> None:
             assert held[alias] <= set(plan.reads[scan.reference]), (alias, query)
 
 
-# 12 queries a lake and a shape each run (random each run: CI explores new ones every time)
-SETTINGS = settings(max_examples=12, deadline=None,
+# 8 queries a lake and a shape each run (random each run: CI explores new ones every time)
+SETTINGS = settings(max_examples=8, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 
