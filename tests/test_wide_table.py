@@ -1,4 +1,4 @@
-"""A table of 1,000 columns in 20 files stays within the stated memory budgets (Redis peak at
+"""A table of 1,000 columns in 10 files stays within the stated memory budgets (Redis peak at
 most 256 MB, the coordinator's peak RSS at most 1 GB), and its statistics and frequencies
 equal a plain computation over the data."""
 from __future__ import annotations
@@ -22,7 +22,7 @@ from lakestats.metastore.reader import StatisticsReader
 # a Redis of its own, started here: a services test
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-COLUMNS, FILES, ROWS = 1_000, 20, 300
+COLUMNS, FILES, ROWS = 1_000, 10, 300
 REDIS_BUDGET_MB, COORDINATOR_BUDGET_MB = 256, 1024
 
 # The coordinator in a process of its own, so that its peak RSS is its own (Linux VmHWM);
