@@ -16,14 +16,14 @@ from typing import Callable
 import pyarrow as pa
 from sqlglot import expressions as E
 
-INTEGRAL_BITS = {E.DataType.Type.TINYINT: 8, E.DataType.Type.SMALLINT: 16,
-                 E.DataType.Type.INT: 32, E.DataType.Type.BIGINT: 64}
+T = E.DataType.Type
+INTEGRAL_BITS = {T.TINYINT: 8, T.SMALLINT: 16, T.INT: 32, T.BIGINT: 64}
 SPARK_INT_BITS = {"tinyint": 8, "smallint": 16, "int": 32, "bigint": 64}
 # numeric types from narrow to wide, as Spark widens them (a decimal is apart)
 NUMERIC_ORDER = ("tinyint", "smallint", "int", "bigint", "float", "double")
-CAST_TYPES = {**{t: name for t, name in zip(INTEGRAL_BITS, SPARK_INT_BITS)},
-              E.DataType.Type.FLOAT: "float", E.DataType.Type.DOUBLE: "double"}
-DECIMAL = E.DataType.Type.DECIMAL
+CAST_TYPES = {T.TINYINT: "tinyint", T.SMALLINT: "smallint", T.INT: "int", T.BIGINT: "bigint",
+              T.FLOAT: "float", T.DOUBLE: "double"}
+DECIMAL = T.DECIMAL
 MAX_PRECISION, MIN_ADJUSTED_SCALE = 38, 6         # Spark's DecimalType
 # the decimal an integer type is widened to where it meets a decimal
 INTEGRAL_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}
@@ -107,7 +107,8 @@ def spark_type(node: E.Expression, column_type: ColumnType) -> str | None:
     if isinstance(node, ARITHMETIC):
         return _arithmetic_type(node, column_type)
     if isinstance(node, (E.If, E.Case)):
-        return _common([spark_type(v, column_type) for v in _branch_values(node)])
+        return _common([spark_type(holder.args[key], column_type)
+                        for holder, key in _branch_slots(node) if holder.args.get(key)])
     return "int" if isinstance(node, E.Year) else None
 
 
@@ -174,7 +175,7 @@ def coerced(node: E.Expression, column_type: ColumnType) -> E.Expression:
     comparison, BETWEEN, IN, arithmetic and the branches of IF and CASE. The node itself
     where nothing is a float (the common case: no copy)."""
     if not any(column_type(c.name) == "float" for c in node.find_all(E.Column)) and not any(
-            c.to.this == E.DataType.Type.FLOAT for c in node.find_all(E.Cast)):
+            c.to.this == T.FLOAT for c in node.find_all(E.Cast)):
         return node
     return node.transform(lambda n: _with_casts(n, column_type))
 
@@ -186,46 +187,32 @@ def _with_casts(node: E.Expression, column_type: ColumnType) -> E.Expression:
                         for op, bound in pairs)).transform(
             lambda n: _with_casts(n, column_type), copy=False)
     if isinstance(node, (*COMPARISONS, *ARITHMETIC)):
-        keys = ["this", "expression"]
+        slots = [(node, "this", None), (node, "expression", None)]
     elif isinstance(node, E.In) and not node.args.get("query"):
-        keys = ["this", "expressions"]
+        slots = [(node, "this", None)] + [(node, "expressions", i)
+                                          for i in range(len(node.expressions))]
     elif isinstance(node, (E.If, E.Case)):
-        return _cast_branches(node, column_type)
+        slots = [(holder, key, None) for holder, key in _branch_slots(node)]
     else:
         return node
-    operands = [x for key in keys for x in (node.args[key] if key == "expressions"
-                                              else [node.args[key]])]
-    if _common([spark_type(x, column_type) for x in operands]) != "float":
-        return node
-    for key in keys:
-        if key == "expressions":
-            node.set(key, [_as_float(x, column_type) for x in node.expressions])
-        else:
-            node.set(key, _as_float(node.args[key], column_type))
+    operands = [_at(holder, key, i) for holder, key, i in slots]
+    if _common([spark_type(x, column_type) for x in operands if x is not None]) == "float":
+        for (holder, key, i), operand in zip(slots, operands):
+            if operand is not None:
+                holder.set(key, _as_float(operand, column_type), i)
     return node
 
 
-def _cast_branches(node: E.If | E.Case, column_type: ColumnType) -> E.Expression:
-    if spark_type(node, column_type) != "float":
-        return node
-    if isinstance(node, E.If):
-        for key in ("true", "false"):
-            if node.args.get(key) is not None:
-                node.set(key, _as_float(node.args[key], column_type))
-        return node
-    for arm in node.args["ifs"]:
-        arm.set("true", _as_float(arm.args["true"], column_type))
-    if node.args.get("default") is not None:
-        node.set("default", _as_float(node.args["default"], column_type))
-    return node
+def _at(holder: E.Expression, key: str, index: int | None) -> E.Expression | None:
+    value = holder.args.get(key)
+    return value if index is None else value[index]
 
 
-def _branch_values(node: E.If | E.Case) -> list[E.Expression]:
+def _branch_slots(node: E.If | E.Case) -> list[tuple[E.Expression, str]]:
+    """Where IF's or CASE's values are: (node, arg) pairs."""
     if isinstance(node, E.If):
-        values = [node.args.get("true"), node.args.get("false")]
-    else:
-        values = [i.args.get("true") for i in node.args["ifs"]] + [node.args.get("default")]
-    return [v for v in values if v is not None]
+        return [(node, "true"), (node, "false")]
+    return [(arm, "true") for arm in node.args["ifs"]] + [(node, "default")]
 
 
 def _common(types: list[str | None]) -> str | None:
@@ -238,5 +225,5 @@ def _common(types: list[str | None]) -> str | None:
 
 def _as_float(node: E.Expression, column_type: ColumnType) -> E.Expression:
     """An integer operand cast to a float, as Spark rounds it; others as they are."""
-    return E.Cast(this=node, to=E.DataType(this=E.DataType.Type.FLOAT)) \
+    return E.Cast(this=node, to=E.DataType(this=T.FLOAT)) \
         if spark_type(node, column_type) in SPARK_INT_BITS else node

@@ -24,7 +24,7 @@ import pyarrow as pa
 from sqlglot import expressions as E
 
 from lakestats.pruning.predicate import PredicateError
-from lakestats.pruning.spark_types import spark_column_type, spark_number_type
+from lakestats.pruning.spark_types import COMPARISONS, spark_column_type, spark_number_type
 
 # names Spark reads as functions without parentheses; sqlglot leaves some of them columns
 NILADIC = {"current_date", "current_timestamp", "current_user", "user", "session_user",
@@ -33,7 +33,6 @@ NUMERIC = {"integral", "fractional"}
 # a string compared with one of these kinds is cast to this type (AnsiTypeCoercion)
 STRING_CAST = {"integral": "bigint", "fractional": "double", "boolean": "boolean",
                "date": "date", "timestamp": "timestamp"}
-COMPARISONS = (E.EQ, E.NEQ, E.NullSafeEQ, E.LT, E.LTE, E.GT, E.GTE)
 
 
 @dataclass(frozen=True)
