@@ -33,6 +33,13 @@ def exact_sum(values: np.ndarray) -> int:
     return total
 
 
+def fitting_int64(values: pa.Array) -> np.ndarray | None:
+    """Decimals' (no nulls) unscaled integers as int64 when every one fits, else None."""
+    words, _ = as_words(values)
+    low = words[:, 0].view(np.int64)
+    return low if (words[:, 1:].view(np.int64) == (low >> 63)[:, None]).all() else None
+
+
 def as_words(values: pa.Array) -> tuple[np.ndarray, bool]:
     """Integers or decimals' unscaled integers (no nulls) as rows of little-endian 64-bit words,
     and whether the last word is signed (two's complement)."""

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakestats.core.exact import fitting_int64
 from lakestats.core.hashing import distinct_sorted
 
 SEED = 9001
@@ -124,6 +125,20 @@ def _decimal_bytes(values: pa.Array) -> pa.Array:
         None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(raw[keep].tobytes())])
 
 
+def _short_decimals(unscaled: np.ndarray) -> np.ndarray:
+    """Theta hashes of decimals whose unscaled values fit 64 bits, as `_decimal_bytes` would
+    serialize them (at most 8 bytes: the tail round alone), without building those bytes: the
+    big-endian bytes, byte-swapped, read as one little-endian word shifted to its length."""
+    magnitude = np.where(unscaled < 0, ~unscaled, unscaled)         # the bits below the sign
+    length = np.ones(len(unscaled), np.uint64)
+    for k in range(1, 8):
+        length += magnitude >= (1 << (8 * k - 1))
+    words = unscaled.byteswap().view(np.uint64) >> (np.uint64(64) - np.uint64(8) * length)
+    seed = np.full(len(words), SEED, np.uint64)
+    with np.errstate(over="ignore"):
+        return _finish(seed ^ (_rotl(words * _C1, 31) * _C2), seed, length)
+
+
 def hashes(values: pa.Array) -> np.ndarray | None:
     """Theta hashes of non-null `values` under Iceberg's serialization of their type (None: a
     type Iceberg has no single-value serialization for)."""
@@ -151,7 +166,8 @@ def hashes(values: pa.Array) -> np.ndarray | None:
             or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t):
         return _binary(values)
     if pa.types.is_decimal(t):
-        return _binary(_decimal_bytes(values))
+        unscaled = fitting_int64(values)
+        return _binary(_decimal_bytes(values)) if unscaled is None else _short_decimals(unscaled)
     return None
 
 

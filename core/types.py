@@ -155,20 +155,23 @@ def _timestamp_text(arr: pa.Array) -> pa.Array:
     secs, fraction = np.divmod(ticks, 10 ** digits)
     null = arr.is_null().to_numpy(zero_copy_only=False)
     seconds = pa.array(secs, pa.timestamp("s", tz), mask=null)
-    text = pc.strftime(seconds, format="%Y-%m-%dT%H:%M:%S")
+    local = seconds if tz is None else pc.local_timestamp(seconds)
+    # Arrow's cast writes "YYYY-MM-DD hh:mm:ss", the same digits as strftime, ten times faster
+    text = pc.replace_substring(local.cast(pa.string()), " ", "T", max_replacements=1)
     if digits:
         text = pc.binary_join_element_wise(text, _padded(fraction, digits), ".")
     if tz is None:
         return text
-    local = pc.fill_null(pc.local_timestamp(seconds).view(pa.int64()), 0)
-    offset = local.to_numpy(zero_copy_only=False) - secs       # seconds east of UTC
-    magnitude = np.abs(offset)
-    sign = pc.if_else(pa.array(offset < 0), "-", "+")
-    hh_mm = pc.binary_join_element_wise(_padded(magnitude // 3600, 2),
-                                        _padded(magnitude // 60 % 60, 2), ":")
-    ss = pc.if_else(pa.array(magnitude % 60 != 0),
-                    pc.binary_join_element_wise(":", _padded(magnitude % 60, 2), ""), "")
-    return pc.binary_join_element_wise(text, sign, hh_mm, ss, "")
+    offsets = pc.fill_null(local.view(pa.int64()), 0).to_numpy(zero_copy_only=False) - secs
+    distinct, which = np.unique(offsets, return_inverse=True)      # a zone has few offsets
+    return pc.binary_join_element_wise(text, pa.array(
+        map(_offset_text, distinct.tolist()), pa.string()).take(which.ravel()), "")
+
+
+def _offset_text(seconds_east: int) -> str:
+    hours, rest = divmod(abs(seconds_east), 3600)
+    text = f"{'-' if seconds_east < 0 else '+'}{hours:02d}:{rest // 60:02d}"
+    return text + f":{rest % 60:02d}" if rest % 60 else text
 
 
 def _padded(numbers: np.ndarray, width: int) -> pa.Array:

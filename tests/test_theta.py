@@ -42,6 +42,12 @@ def test_exact_sketches_are_datasketches_own(n):
     (pa.timestamp("us", "UTC"), TimestamptzType(), [dt.datetime(2024, 1, 1, tzinfo=dt.UTC)]),
     (pa.decimal128(10, 2), DecimalType(10, 2), [Decimal("1.28"), Decimal("-1.28"),
                                                  Decimal("0.00"), Decimal("-128.00")]),
+    (pa.decimal128(18, 0), DecimalType(18, 0), [
+        Decimal(sign * (2 ** (8 * k - 1)) + d) for k in range(1, 8) for sign in (1, -1)
+        for d in (-1, 0, 1)] + [Decimal(10**18 - 1), Decimal(-10**18 + 1), Decimal(0)]),
+    (pa.decimal128(38, 5), DecimalType(38, 5), [Decimal("1.00000"), Decimal("-0.00001"),
+                                                 Decimal(2**63).scaleb(-5),
+                                                 Decimal(-2**63 - 1).scaleb(-5)]),
     (pa.string(), StringType(), ["", "😀", "a"]),
 ])
 def test_hashes_are_murmur3_of_icebergs_serialization(arrow, iceberg_type, values):

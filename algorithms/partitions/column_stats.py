@@ -15,7 +15,7 @@ from lakestats.core import udf
 from lakestats.core.binning import binning_values
 from lakestats.core.bloom import BloomFilter
 from lakestats.core.counting import sum_by_value, value_counts
-from lakestats.core.exact import Moments, as_words, exact_moments
+from lakestats.core.exact import Moments, exact_moments, fitting_int64
 from lakestats.core.settings import RANGE_SET_SIZE
 
 KLL_K = 200
@@ -195,11 +195,7 @@ def _exact_positions(values: pa.Array) -> np.ndarray | None:
     """Values on a number line that orders them exactly: integers, times and floats as they
     are, decimals as their unscaled integers while these fit 64 bits (one scale: the same
     order and gaps in proportion); None for wider decimals."""
-    if not pa.types.is_decimal(values.type):
-        return binning_values(values)
-    words, _ = as_words(values)
-    low = words[:, 0].view(np.int64)
-    return low if (words[:, 1:].view(np.int64) == (low >> 63)[:, None]).all() else None
+    return fitting_int64(values) if pa.types.is_decimal(values.type) else binning_values(values)
 
 
 def _number_text(value) -> str:
