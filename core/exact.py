@@ -78,12 +78,13 @@ def exact_moments(values: pa.Array) -> "Moments":
     pivot = sum(int(w) << (64 * k) for k, w in enumerate(pivot_words))
     if signed and pivot_words[-1] >> np.uint64(63):
         pivot -= 1 << (64 * width)
-    deviations = np.zeros(n, np.float64)
-    borrow = np.zeros(n, np.uint64)
-    for k in range(width):                # value - pivot, word by word: >= 0, < 2**(64 * width)
-        column, p = words[:, k], pivot_words[k]
-        deviations += np.ldexp((column - p - borrow).astype(np.float64), 64 * k)
-        borrow = ((column < p) | ((column == p) & (borrow == 1))).astype(np.uint64)
+    deviations = (words[:, 0] - pivot_words[0]).astype(np.float64)
+    borrow = np.uint64(0)
+    for k in range(1, width):             # value - pivot, word by word: >= 0, < 2**(64 * width)
+        below, p = words[:, k - 1], pivot_words[k - 1]
+        borrow = ((below < p) | ((below == p) & (borrow == 1))).astype(np.uint64)
+        deviations += np.ldexp((words[:, k] - pivot_words[k] - borrow).astype(np.float64),
+                               64 * k)
     moments = Moments.of(deviations, (total - n * pivot) / n)
     exact = total if not pa.types.is_decimal(values.type) else \
         decimal.Decimal(total).scaleb(-scale, ty.EXACT_DECIMALS)

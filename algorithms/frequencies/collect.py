@@ -3,6 +3,7 @@ sorted sets of low-duplicate) or from the reducers (binned, low-distinct), strea
 order into frequencies.parquet."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import numpy as np
@@ -37,14 +38,23 @@ def streams(columns: list[PlannedColumn], scope: JobScope, senders: int,
 def write(out: Store, sources: list[tuple[int, str, Iterator[pa.Table]]]) -> None:
     """Stream frequencies.parquet, column after column in table order, in row groups of
     PAGE rows of one column, whatever batches the sources deliver: equal frequencies give
-    equal files, and a column's lookup reads only its row groups."""
+    equal files, and a column's lookup reads only its row groups. A row group is encoded and
+    compressed in a thread while the next is merged (both release the GIL): one more row
+    group in memory."""
     pending: list[pa.Table] = []
-    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA) as writer:
+    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA) as writer, \
+            ThreadPoolExecutor(1) as encoder:
+        writing = None
+
         def flush(final: bool) -> None:
+            nonlocal writing
             rows = pa.concat_tables(pending) if pending else None
             pending.clear()
             while rows is not None and (rows.num_rows >= PAGE or final and rows.num_rows):
-                writer.write_table(rows.slice(0, PAGE), row_group_size=PAGE)
+                if writing is not None:
+                    writing.result()
+                writing = encoder.submit(writer.write_table, rows.slice(0, PAGE),
+                                         row_group_size=PAGE)
                 rows = rows.slice(PAGE)
             if rows is not None and rows.num_rows:
                 pending.append(rows)
@@ -58,6 +68,8 @@ def write(out: Store, sources: list[tuple[int, str, Iterator[pa.Table]]]) -> Non
                 if sum(t.num_rows for t in pending) >= PAGE:
                     flush(final=False)
             flush(final=True)
+        if writing is not None:
+            writing.result()
 
 
 def _column_stream(c: PlannedColumn, scope: JobScope, r, senders: int,
