@@ -135,6 +135,17 @@ def test_a_column_without_values_has_null_quantiles(tmp_path, run, invoker, sett
     assert stats.rank("x", "3") == {"column": "x", "value": "3", "smaller": 0, "count": 0}
 
 
+def test_a_file_without_the_column_adds_no_values(tmp_path, run, invoker, settings):
+    """A file that lacks the column (plain or under a Hive directory) holds only nulls of it."""
+    write(tmp_path / "a.parquet", pa.table({"x": pa.array([5, 1, 9], pa.int64()), "s": list("abc")}))
+    write(tmp_path / "b.parquet", pa.table({"s": list("de")}))
+    write(tmp_path / "k=1" / "c.parquet", pa.table({"s": list("f")}))
+    run(tmp_path)
+    compute_ranks(f"{tmp_path}/_lakestats", invoker, settings, ["x"])
+    stats = StatisticsReader(f"{tmp_path}/_lakestats")
+    assert stats.exact_quantiles("x", [0, 0.5, 1]) == ["1", "5", "9"]
+
+
 def test_approximate_quantiles_fall_within_their_bound(tmp_path, run):
     values = RNG.lognormal(3, 1, 40_000)
     for i in range(4):

@@ -42,7 +42,10 @@ def sample(event: StepEvent) -> RankResult:
     field = files.decode_schema(task.field).field(0)
     exchange, small = for_event(event)
     rows = open_rows(Store(task.table), task.rel_path, task.reading, whole=False)
-    column = rows.read([field.name]).column(0).combine_chunks()
+    if field.name in rows.schema.names:
+        column = rows.read([field.name]).column(0).combine_chunks()
+    else:                                  # a file without the column: its values are null
+        column = pa.array([], field.type)
     runs = sorted_runs(column.cast(ty.value_type(field.type)))
     me = task.index
     moved = exchange.put(channel(task.column, "sorted"), me, me, runs)
