@@ -226,18 +226,33 @@ def _parse_timestamps(arr: pa.Array, t: pa.DataType) -> pa.Array:
     main, fraction, offset, offset_seconds = parts.flatten()   # nulls where the text is null
     seconds = pc.binary_join_element_wise(main, offset, "").cast(
         pa.timestamp("s", None if t.tz is None else "UTC"))
-    ticks = pc.fill_null(seconds.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    secs = pc.fill_null(seconds.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    extra = pc.fill_null(pc.if_else(pc.equal(offset_seconds, ""), "0", offset_seconds)
+                         .cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    if extra.any():                    # +05:53:28 parsed as +05:53: 28 more seconds east
+        east = pc.starts_with(offset, "+").to_numpy(zero_copy_only=False)
+        secs = secs - np.where(east, extra, -extra)
     digits = _DIGITS[t.unit]
-    scale = np.int64(10 ** digits)
-    with np.errstate(over="ignore"):   # int64 wraps; the final value is in range
-        ticks = ticks * scale
-        if digits:
-            frac = pc.utf8_slice_codeunits(pc.utf8_rpad(fraction, digits, "0"), 0, digits)
-            ticks = ticks + pc.fill_null(frac.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-        extra = pc.fill_null(pc.if_else(pc.equal(offset_seconds, ""), "0", offset_seconds)
-                             .cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
-        if extra.any():                # +05:53:28 parsed as +05:53: 28 more seconds east
-            east = pc.starts_with(offset, "+").to_numpy(zero_copy_only=False)
-            ticks = ticks - np.where(east, extra, -extra) * scale
+    frac = np.zeros(len(secs), np.int64)
+    if digits:
+        padded = pc.utf8_slice_codeunits(pc.utf8_rpad(fraction, digits, "0"), 0, digits)
+        frac = pc.fill_null(padded.cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
     null = arr.is_null().to_numpy(zero_copy_only=False)
+    _check_ticks_fit(secs, frac, digits, null, arr, t)
+    with np.errstate(over="ignore"):   # int64 may wrap on the way; the final value is in range
+        ticks = secs * np.int64(10 ** digits) + frac
     return pa.array(ticks, pa.int64(), mask=null).view(t)
+
+
+def _check_ticks_fit(secs: np.ndarray, frac: np.ndarray, digits: int, null: np.ndarray,
+                     texts: pa.Array, t: pa.DataType) -> None:
+    """ValueError unless every seconds + fraction fits the unit's int64 ticks (a time past
+    2262 has no nanosecond timestamp: it must not wrap around into another time)."""
+    scale = 10 ** digits
+    low, high = divmod(-2**63, scale), divmod(2**63 - 1, scale)     # (seconds, fraction)
+    outside = (secs < low[0]) | (secs > high[0]) | ((secs == low[0]) & (frac < low[1])) \
+        | ((secs == high[0]) & (frac > high[1]))
+    outside &= ~null
+    if outside.any():
+        raise ValueError(f"{texts[int(np.flatnonzero(outside)[0])].as_py()} is outside the "
+                         f"range of {t}")

@@ -307,9 +307,12 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
             # column no file holds yet, or an empty table's: its rows are nulls)
             table_schema = pa.schema([table_schema.field(f.name) if f.name in table_schema.names
                                       else f for f in format_schema])
-        built = index.build(stats, table_schema, membership.collect(
-            layout, stats, settings.partition.bloom_min_distinct, pack))
-        new_index = index.combine(new_index, index_schema, built, table_schema)
+        members = membership.collect(layout, stats, settings.partition.bloom_min_distinct, pack)
+        try:            # a file's values the table's type of the column cannot hold
+            built = index.build(stats, table_schema, members)
+            new_index = index.combine(new_index, index_schema, built, table_schema)
+        except (ValueError, pa.ArrowInvalid) as e:
+            raise reduce.unfitting(known, table_schema, e) from e
         index_schema = table_schema
     pack.write(layout)
     return new_index, index_schema, added_schemas

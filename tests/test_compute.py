@@ -166,6 +166,21 @@ def test_schema_drift_widens_or_names_the_column(tmp_path, run):
     assert table_stats(tmp_path).summary()["version"] == "v000001"
 
 
+def test_a_file_whose_values_the_widened_type_cannot_hold_is_named(tmp_path, run):
+    """timestamp[ms] beside timestamp[ns] widens to ns, which ends in 2262: a later time
+    cannot become a nanosecond timestamp (it wrapped around into another time before)."""
+    write(tmp_path / "a.parquet", pa.table({"t": pa.array([0, 91386003059713],
+                                                          pa.timestamp("ms", "UTC"))}))
+    run(tmp_path)
+    write(tmp_path / "b.parquet", pa.table({"t": pa.array([5], pa.timestamp("ns", "UTC"))}))
+    named = r"'t' is timestamp\[ms, tz=UTC\] in a\.parquet"
+    with pytest.raises(SchemaDriftError, match=named):
+        run(tmp_path)                           # on the published version
+    assert table_stats(tmp_path).summary()["version"] == "v000001"
+    with pytest.raises(SchemaDriftError, match="4865-11-27.*" + named):
+        run(tmp_path, stats_root=str(tmp_path / "_again"))      # from scratch
+
+
 def test_versions_are_published_whole(tmp_path, run):
     """LATEST names a version only after all of that version's files exist."""
     write(tmp_path / "a.parquet", mixed(500, seed=1))

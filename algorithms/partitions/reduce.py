@@ -79,6 +79,18 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
     raise SchemaDriftError("partitions' schemas cannot be reconciled")
 
 
+def unfitting(parts: list[tuple[str, pa.Schema]], table: pa.Schema,
+              error: Exception) -> SchemaDriftError:
+    """The error for a file's values that the table's type of their column cannot hold (a
+    timestamp[ms] past 2262 in a table that another file makes timestamp[ns]): the files
+    that type a column otherwise than the table."""
+    other = [f"{f.name!r} is {f.type} in {path}" for path, s in sorted(parts, key=lambda p: p[0])
+             for f in s if f.name in table.names and f.type != table.field(f.name).type]
+    return SchemaDriftError(f"{error}; the table's type of a column cannot hold a file's values: "
+                            + "; ".join(other[:3] + ["..."] * (len(other) > 3))
+                            + " (other files type it wider)")
+
+
 def _without_views(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_type(ty.value_type(f.type)) if pa.types.is_string_view(f.type)
                       or pa.types.is_binary_view(f.type) else f for f in schema])
