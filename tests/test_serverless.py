@@ -134,7 +134,7 @@ def test_a_killed_watcher_redelivers_without_double_counting(lake, run, redis_ur
         [sys.executable, "-m", "lakestats.cli", "watch", "--queue", queue, "--visibility", "5",
          "--window", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for i in range(6):
-        put(bucket, f"{TABLE}/part-{i}.parquet", mixed(150_000, seed=i))
+        put(bucket, f"{TABLE}/part-{i}.parquet", mixed(40_000, seed=i))
     sqs = boto3.client("sqs")
     wait_until(lambda: int(sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=[
         "ApproximateNumberOfMessagesNotVisible"])["Attributes"][
