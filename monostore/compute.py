@@ -311,7 +311,7 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
         try:            # a file's values the table's type of the column cannot hold
             built = index.build(stats, table_schema, members)
             new_index = index.combine(new_index, index_schema, built, table_schema)
-        except (ValueError, pa.ArrowInvalid) as e:
+        except ValueError as e:         # Arrow's ArrowInvalid among them
             raise reduce.unfitting(known, table_schema, e) from e
         index_schema = table_schema
     pack.write(layout)
