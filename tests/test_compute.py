@@ -179,6 +179,12 @@ def test_a_file_whose_values_the_widened_type_cannot_hold_is_named(tmp_path, run
     assert table_stats(tmp_path).summary()["version"] == "v000001"
     with pytest.raises(SchemaDriftError, match="4865-11-27.*" + named):
         run(tmp_path, stats_root=str(tmp_path / "_again"))      # from scratch
+    # uint64 beside int64 reconciles to int64, which ends at 2**63 - 1
+    unsigned = tmp_path / "unsigned"
+    write(unsigned / "a.parquet", pa.table({"x": pa.array([2**64 - 1], pa.uint64())}))
+    write(unsigned / "b.parquet", pa.table({"x": pa.array([-5], pa.int64())}))
+    with pytest.raises(SchemaDriftError, match=r"'x' is uint64 in a\.parquet, int64 in the table"):
+        run(unsigned)
 
 
 def test_versions_are_published_whole(tmp_path, run):

@@ -82,13 +82,13 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
 def unfitting(parts: list[tuple[str, pa.Schema]], table: pa.Schema,
               error: Exception) -> SchemaDriftError:
     """The error for a file's values that the table's type of their column cannot hold (a
-    timestamp[ms] past 2262 in a table that another file makes timestamp[ns]): the files
-    that type a column otherwise than the table."""
-    other = [f"{f.name!r} is {f.type} in {path}" for path, s in sorted(parts, key=lambda p: p[0])
+    timestamp[ms] past 2262 in a table that another file makes timestamp[ns]; a uint64 past
+    int64's range beside an int64 file): the files that type a column otherwise."""
+    other = [f"{f.name!r} is {f.type} in {path}, {table.field(f.name).type} in the table"
+             for path, s in sorted(parts, key=lambda p: p[0])
              for f in s if f.name in table.names and f.type != table.field(f.name).type]
-    return SchemaDriftError(f"{error}; the table's type of a column cannot hold a file's values: "
-                            + "; ".join(other[:3] + ["..."] * (len(other) > 3))
-                            + " (other files type it wider)")
+    return SchemaDriftError(f"{error}; the type reconciled from every file's cannot hold a "
+                            "file's values: " + "; ".join(other[:3] + ["..."] * (len(other) > 3)))
 
 
 def _without_views(schema: pa.Schema) -> pa.Schema:
