@@ -185,6 +185,13 @@ def test_a_file_whose_values_the_widened_type_cannot_hold_is_named(tmp_path, run
     write(unsigned / "b.parquet", pa.table({"x": pa.array([-5], pa.int64())}))
     with pytest.raises(SchemaDriftError, match=r"'x' is uint64 in a\.parquet, int64 in the table"):
         run(unsigned)
+    # float beside double: the float's text "0.1" would read as the double 0.1, below the
+    # file's 0.10000000149011612, and `x > 0.1` would prune the file that holds it
+    floats = tmp_path / "floats"
+    write(floats / "a.parquet", pa.table({"x": pa.array([0.1], pa.float32())}))
+    write(floats / "b.parquet", pa.table({"x": pa.array([0.0], pa.float64())}))
+    with pytest.raises(SchemaDriftError, match=r"'x' is float in a\.parquet but double"):
+        run(floats)
 
 
 def test_versions_are_published_whole(tmp_path, run):

@@ -59,9 +59,11 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
     # string after a delete): the views are their large forms, which every form widens to
     for attempt in (schemas, [_without_views(s) for s in schemas]):
         try:
-            return pa.unify_schemas(attempt, promote_options="permissive")
+            unified = pa.unify_schemas(attempt, promote_options="permissive")
         except (pa.ArrowTypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
+            continue
+        _no_narrow_floats(parts, unified)
+        return unified
     seen: dict[str, tuple[pa.DataType, str]] = {}
     for path, part_schema in sorted(parts, key=lambda p: p[0]):
         for field in part_schema:
@@ -77,6 +79,21 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
             else:
                 seen[field.name] = (field.type, path)
     raise SchemaDriftError("partitions' schemas cannot be reconciled")
+
+
+def _no_narrow_floats(parts: list[tuple[str, pa.Schema]], table: pa.Schema) -> None:
+    """A float32 file's statistics keep its values as float32's shortest text ("0.1"), which a
+    double column reads as another number (0.1, not 0.10000000149011612): its bounds would
+    prune files that hold matching rows. Refused until the files share one float type (table
+    formats' float -> double promotion reads the file as double, and is not affected)."""
+    for path, schema in sorted(parts, key=lambda p: p[0]):
+        for f in schema:
+            if pa.types.is_floating(f.type) and f.type != table.field(f.name).type:
+                raise SchemaDriftError(
+                    f"column {f.name!r} is {f.type} in {path} but {table.field(f.name).type} in "
+                    "other files: statistics keep a float as its own type's shortest text, "
+                    "which the wider type reads as another number; write the files in one "
+                    "float type")
 
 
 def unfitting(parts: list[tuple[str, pa.Schema]], table: pa.Schema,
