@@ -86,8 +86,8 @@ def _no_narrow_floats(parts: list[tuple[str, pa.Schema]], table: pa.Schema) -> N
     double column reads as another number (0.1, not 0.10000000149011612): its bounds would
     prune files that hold matching rows. Refused until the files share one float type (table
     formats' float -> double promotion reads the file as double, and is not affected)."""
-    for path, schema in sorted(parts, key=lambda p: p[0]):
-        for f in schema:
+    for path, part in sorted(parts, key=lambda p: p[0]):
+        for f in part:
             if pa.types.is_floating(f.type) and f.type != table.field(f.name).type:
                 raise SchemaDriftError(
                     f"column {f.name!r} is {f.type} in {path} but {table.field(f.name).type} in "
