@@ -52,10 +52,13 @@ class Edge:
 
     def sends(self) -> list[tuple[tuple[Origin, ...], tuple[Origin, ...], str]]:
         """(from, to, kind) of each direction the join type lets a diP travel; never into a
-        null-supplying side across an anti join (pruning it would turn matches into nulls)."""
+        null-supplying side across an anti join (pruning it would turn matches into nulls),
+        nor across NOT IN from a null-supplying side (an outer join's null key is NULL NOT IN
+        a non-empty set, but true against the set a diP emptied)."""
         forward, backward = DIRECTIONS[self.kind]
         out = []
-        if forward and not (self.kind in (ANTI, NOT_IN) and any(o.nullable for o in self.right)):
+        if forward and not (self.kind in (ANTI, NOT_IN) and any(o.nullable for o in self.right)
+                            or self.kind == NOT_IN and any(o.nullable for o in self.left)):
             out.append((self.left, self.right, self.kind))
         if backward:
             out.append((self.right, self.left, self.kind))
