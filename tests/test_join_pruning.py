@@ -185,6 +185,15 @@ def test_anti_joins_pass_from_left_to_right_only(chain):
     assert tables["s"]["kept"] == ["p0.parquet"] and tables["r"]["files_after_dips"] == 4
 
 
+def test_not_in_takes_nothing_from_an_outer_joins_null_side(chain):
+    """r's rows without an s match have s.b NULL: NULL NOT IN t's y = 3 rows is null (they go),
+    but NOT IN an emptied t would be true. s.b's values (0-49) must not empty t's scan."""
+    tables = prune_query("SELECT * FROM r LEFT JOIN s ON r.a = s.a AND s.b < 1000 "
+                         "WHERE s.b NOT IN (SELECT b FROM t WHERE t.y = 3)",
+                         chain).as_json()["tables"]
+    assert tables["t"]["kept"] == ["p3.parquet"]
+
+
 def test_semi_joins_and_subqueries_pass_both_ways(chain):
     for query in ("SELECT * FROM r WHERE r.a IN (SELECT a FROM s WHERE s.b >= 3000)",
                   "SELECT * FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.a = r.a AND "
