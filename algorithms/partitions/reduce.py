@@ -81,19 +81,24 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
     raise SchemaDriftError("partitions' schemas cannot be reconciled")
 
 
+def _retyped(parts: list[tuple[str, pa.Schema]], table: pa.Schema
+             ) -> list[tuple[str, pa.Field, pa.DataType]]:
+    """(path, field, the table's type) of each file's column typed otherwise than the table."""
+    return [(path, f, table.field(f.name).type) for path, s in sorted(parts, key=lambda p: p[0])
+            for f in s if f.name in table.names and f.type != table.field(f.name).type]
+
+
 def _no_narrow_floats(parts: list[tuple[str, pa.Schema]], table: pa.Schema) -> None:
     """A float32 file's statistics keep its values as float32's shortest text ("0.1"), which a
     double column reads as another number (0.1, not 0.10000000149011612): its bounds would
     prune files that hold matching rows. Refused until the files share one float type (table
     formats' float -> double promotion reads the file as double, and is not affected)."""
-    for path, part in sorted(parts, key=lambda p: p[0]):
-        for f in part:
-            if pa.types.is_floating(f.type) and f.type != table.field(f.name).type:
-                raise SchemaDriftError(
-                    f"column {f.name!r} is {f.type} in {path} but {table.field(f.name).type} in "
-                    "other files: statistics keep a float as its own type's shortest text, "
-                    "which the wider type reads as another number; write the files in one "
-                    "float type")
+    for path, f, wider in _retyped(parts, table):
+        if pa.types.is_floating(f.type):
+            raise SchemaDriftError(
+                f"column {f.name!r} is {f.type} in {path} but {wider} in other files: "
+                "statistics keep a float as its own type's shortest text, which the wider type "
+                "reads as another number; write the files in one float type")
 
 
 def unfitting(parts: list[tuple[str, pa.Schema]], table: pa.Schema,
@@ -101,9 +106,8 @@ def unfitting(parts: list[tuple[str, pa.Schema]], table: pa.Schema,
     """The error for a file's values that the table's type of their column cannot hold (a
     timestamp[ms] past 2262 in a table that another file makes timestamp[ns]; a uint64 past
     int64's range beside an int64 file): the files that type a column otherwise."""
-    other = [f"{f.name!r} is {f.type} in {path}, {table.field(f.name).type} in the table"
-             for path, s in sorted(parts, key=lambda p: p[0])
-             for f in s if f.name in table.names and f.type != table.field(f.name).type]
+    other = [f"{f.name!r} is {f.type} in {path}, {wider} in the table"
+             for path, f, wider in _retyped(parts, table)]
     return SchemaDriftError(f"{error}; the type reconciled from every file's cannot hold a "
                             "file's values: " + "; ".join(other[:3] + ["..."] * (len(other) > 3)))
 
