@@ -57,7 +57,7 @@ jar: $(VENV)/.installed-test
 
 test: $(VENV)/.installed-test $(SAM) $(LOCALSTACK) $(CHROMIUM) jar
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q --durations=20 tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=20 tests
 
 # the edit loop: ruff, then the unit tests only (no service, no Spark, nothing slow; among
 # them import-linter's layer contracts, tests/test_architecture.py);

@@ -33,11 +33,15 @@ def pytest_collection_modifyitems(config, items):
         if len(marked) > 1:
             raise pytest.UsageError(f"{item.nodeid} is marked {' and '.join(marked)}: "
                                     "a test has one kind")
-        if marked:
-            continue
-        used = set(getattr(item, "fixturenames", ()))
-        item.add_marker("spark" if "spark" in used else "services" if used & SERVICES
-                        else "unit")
+        if not marked:
+            used = set(getattr(item, "fixturenames", ()))
+            marked = ["spark" if "spark" in used else "services" if used & SERVICES
+                      else "unit"]
+            item.add_marker(marked[0])
+        if marked[0] == "spark":
+            # under `pytest -n` (pytest-xdist, --dist loadgroup) the Spark tests share one
+            # worker and so one SparkSession
+            item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture(scope="session")

@@ -127,7 +127,8 @@ def test_events_are_validated_and_foreign_keys_refused_and_logged(s3_endpoint, g
 @pytest.mark.parametrize("url, stripped, user", [
     (f"redis://:{PASSWORD}@cache.internal", "redis://cache.internal", None),
     (f"redis://app:{PASSWORD}@cache.internal:6380/0", "redis://app@cache.internal:6380/0", "app"),
-    (f"rediss://:{PASSWORD}@cache.internal:6379", "rediss://cache.internal:6379", None)])
+    (f"rediss://:{PASSWORD}@cache.internal:6379", "rediss://cache.internal:6379", None)],
+    ids=["no-user", "user-port-db", "tls"])      # ids without the random password
 def test_settings_take_the_password_out_of_the_url(url, stripped, user):
     for settings in (Settings.from_env({"REDIS_URL": url, "REDIS_PASSWORD": "not-this-one"}),
                      Settings(redis_url=url),
