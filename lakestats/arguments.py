@@ -337,7 +337,7 @@ def parser() -> argparse.ArgumentParser:
     c = table_command(
         "report", "the table's statistics as one HTML page that opens offline: the table's "
         "summary and freshness, and per column its statistics, histogram, top frequencies, "
-        "quantiles, bounds and nulls across files, and the share of files a point or a 1% "
+        "quantiles, bounds and nulls across files, and the share of files a point or a one-percent "
         "range predicate skips", REPORT_EXITS, json=False)
     c.add_argument("-o", "--output", metavar="FILE", default="report.html",
                    help="the page to write, a path or s3://bucket/key, '-' for stdout "

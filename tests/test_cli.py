@@ -132,3 +132,19 @@ def test_help_answers():
     assert done.returncode == 0
     for command in ("compute", "show", "partitions", "histogram"):
         assert command in done.stdout
+
+
+def test_every_command_is_summarized_as_written():
+    """The top-level --help shows each command's summary word for word (argparse %-formats
+    summaries: a bare % once printed the parser's internals in their place)."""
+    import argparse
+
+    from lakestats.arguments import parser
+    top = parser()
+    words = " ".join(top.format_help().split())
+    assert "option_strings" not in words
+    [commands] = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    for summary in commands._choices_actions:
+        assert " ".join(summary.help.replace("%%", "%").split()) in words, summary.dest
+    for name, command in commands.choices.items():
+        assert "option_strings" not in command.format_help(), name
