@@ -305,8 +305,8 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
         if format_schema is not None:
             # the format's columns, in its order: files may hold more (dropped) or fewer (a
             # column no file holds yet, or an empty table's: its rows are nulls)
-            table_schema = pa.schema([table_schema.field(f.name) if f.name in table_schema.names
-                                      else f for f in format_schema])
+            reconciled = dict(zip(table_schema.names, table_schema))
+            table_schema = pa.schema([reconciled.get(f.name, f) for f in format_schema])
         members = membership.collect(layout, stats, settings.partition.bloom_min_distinct, pack)
         try:            # a file's values the table's type of the column cannot hold
             built = index.build(stats, table_schema, members)
