@@ -82,7 +82,20 @@ def parse(where: str) -> E.Expression:
     if isinstance(trees[0], (E.Query, E.DDL, E.DML, E.Command, E.Set)):
         raise PredicateError(f"predicate {where!r}: expected an expression, found a "
                              f"{trees[0].key.upper()} statement")
-    return trees[0]
+    return explicit_not(trees[0])
+
+
+def explicit_not(tree: E.Expression) -> E.Expression:
+    """sqlglot parses `s NOT LIKE p` (and NOT ILIKE) as a Like marked `negate`, where
+    `NOT (s LIKE p)` is a Not over a Like: the mark made a Not, so that every rule that
+    reads a predicate sees the negation."""
+    def unmarked(node: E.Expression) -> E.Expression:
+        if not node.args.get("negate"):
+            return node
+        node = node.copy()
+        node.set("negate", None)
+        return E.Not(this=node)
+    return tree.transform(unmarked)
 
 
 def parse_error(e: sqlglot.errors.SqlglotError) -> str:

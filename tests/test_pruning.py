@@ -95,6 +95,24 @@ def test_like_prefix_uses_the_successor_not_the_printed_formula(table):
     assert kept(pruned("name LIKE 'Lake'")) == ["basecamp"]
 
 
+def test_not_like_is_the_negation_of_like(table):
+    """sqlglot marks `NOT LIKE` on the Like node itself: it once pruned as LIKE."""
+    pruned = table({"others": {"s": ["b", "c"]}, "prefixed": {"s": ["a1", "a2"]}})
+    for where in ("s NOT LIKE 'a%'", "NOT (s LIKE 'a%')", "s NOT LIKE 'a%' AND s IS NOT NULL"):
+        assert pruned(where) == (["others"], ["others"]), where
+    assert kept(pruned("s NOT ILIKE 'A%'")) == ["others", "prefixed"]       # ILIKE: no rule
+    assert kept(pruned("NOT s NOT LIKE 'a%'")) == ["prefixed"]
+
+
+def test_not_like_in_a_query_is_the_negation_of_like(tmp_path, run):
+    from lakestats.pruning.joins import prune_query
+    write(tmp_path / "others.parquet", pa.table({"s": ["b", "c"]}))
+    write(tmp_path / "prefixed.parquet", pa.table({"s": ["a1", "a2"]}))
+    run(tmp_path)
+    plan = prune_query("SELECT * FROM t WHERE t.s NOT LIKE 'a%'", {"t": str(tmp_path)})
+    assert plan.as_json()["tables"]["t"]["kept"] == ["others.parquet"]
+
+
 def test_if_branches_and_monotone_functions(table):
     day = dt.date(1995, 3, 1)
     pruned = table({
