@@ -140,12 +140,20 @@ def bounds(low: pa.Array, high: pa.Array) -> tuple[list, list]:
 
 
 def rounded(low: pa.Array, high: pa.Array) -> tuple[pa.Array, pa.Array]:
-    """Bounds in units Python holds: nanosecond timestamps rounded outwards to microseconds."""
+    """Bounds in units Python holds: nanosecond timestamps rounded outwards to microseconds
+    (in integers: Arrow's ceil_temporal overflows within a microsecond of int64's end)."""
     if pa.types.is_timestamp(low.type) and low.type.unit == "ns":
-        coarse = pa.timestamp("us", low.type.tz)
-        low = pc.floor_temporal(low, unit="microsecond").cast(coarse)
-        high = pc.ceil_temporal(high, unit="microsecond").cast(coarse)
+        return _micros(low, up=False), _micros(high, up=True)
     return low, high
+
+
+def _micros(ticks: pa.Array, up: bool) -> pa.Array:
+    nanos = pc.fill_null(ticks.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
+    micros, rest = np.divmod(nanos, 1000)
+    if up:
+        micros += rest > 0
+    return pa.array(micros, pa.timestamp("us", ticks.type.tz),
+                    mask=ticks.is_null().to_numpy(zero_copy_only=False))
 
 
 def as_python(values: pa.Array) -> list:

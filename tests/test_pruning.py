@@ -113,6 +113,20 @@ def test_not_like_in_a_query_is_the_negation_of_like(tmp_path, run):
     assert plan.as_json()["tables"]["t"]["kept"] == ["others.parquet"]
 
 
+def test_nanosecond_bounds_at_the_end_of_int64_round_outwards(table):
+    """A nanosecond timestamp within a microsecond of int64's end (2262-04-11T23:47:16.854775807)
+    once failed every plan of its table with Arrow's cast error."""
+    end, start = 2**63 - 1, -2**63
+    for zone in (None, "Asia/Kolkata"):
+        ns = pa.timestamp("ns", zone)
+        pruned = table({"ends": {"t": pa.array([start, end - 190], ns)},
+                        "middle": {"t": pa.array([1_700_000_000_123_456_789], ns)}})
+        z = "" if zone is None else "+00:00"
+        assert kept(pruned(f"t > TIMESTAMP '2262-04-11 23:47:16.854774{z}'")) == ["ends"]
+        assert kept(pruned(f"t < TIMESTAMP '1677-09-21 00:12:43.145225{z}'")) == ["ends"]
+        assert kept(pruned(f"t >= TIMESTAMP '2023-11-14 22:13:20.123458{z}'")) == ["ends"]
+
+
 def test_if_branches_and_monotone_functions(table):
     day = dt.date(1995, 3, 1)
     pruned = table({
