@@ -30,6 +30,7 @@ SUITE = [
     ("s = 'it\\'s ü'", None),
     ("s LIKE 'v3%'", None),
     ("s LIKE 'v_\\_1'", None),
+    ("s NOT LIKE 'v3%' AND k < 4000", None),
     ("upper(s) = 'V6_2'", None),
     ("d >= DATE '2024-05-01'", None),
     ("d < DATE '2024-02-01' OR d > DATE '2024-07-15'", None),
