@@ -88,8 +88,12 @@ def parse(where: str) -> E.Expression:
 def explicit_not(tree: E.Expression) -> E.Expression:
     """sqlglot parses `s NOT LIKE p` (and NOT ILIKE) as a Like marked `negate`, where
     `NOT (s LIKE p)` is a Not over a Like: the mark made a Not, so that every rule that
-    reads a predicate sees the negation."""
+    reads a predicate sees the negation. `BETWEEN SYMMETRIC`, which sqlglot reads and Spark
+    does not, is refused (the rules would read it as an ordered BETWEEN)."""
     def unmarked(node: E.Expression) -> E.Expression:
+        if isinstance(node, E.Between) and node.args.get("symmetric"):
+            raise PredicateError("Spark SQL has no BETWEEN SYMMETRIC: write "
+                                 f"{node.sql(dialect='spark')}")
         if not node.args.get("negate"):
             return node
         node = node.copy()

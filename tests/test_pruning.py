@@ -104,6 +104,14 @@ def test_not_like_is_the_negation_of_like(table):
     assert kept(pruned("NOT s NOT LIKE 'a%'")) == ["prefixed"]
 
 
+def test_between_symmetric_is_refused(table):
+    """sqlglot reads it, Spark does not, and the rules once read it as an ordered BETWEEN:
+    every file skipped."""
+    pruned = table({"one": {"s": ["b", "c"]}})
+    with pytest.raises(PredicateError, match="no BETWEEN SYMMETRIC"):
+        pruned("s BETWEEN SYMMETRIC 'c' AND 'a'")
+
+
 def test_not_like_in_a_query_is_the_negation_of_like(tmp_path, run):
     from lakestats.pruning.joins import prune_query
     write(tmp_path / "others.parquet", pa.table({"s": ["b", "c"]}))
