@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.core import schema
+from lakestats.core import types as ty
 from lakestats.core import udf
 from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
 
@@ -115,6 +116,18 @@ def data_schema_of(statistics: pa.Table) -> pa.Schema:
 
 
 # -- frequencies.parquet
+
+
+def values_as(store: Store, column: str, table_type: pa.DataType) -> pa.Array:
+    """The column's values in a partition's frequencies, as the table's type spells them (a
+    partition may type the column otherwise: a timestamp[ms] file's "...05.000" is
+    "...05.000000" in a timestamp[us] table)."""
+    values = read_frequencies(store, [column])["value"]
+    own = decode_schema(store.open_parquet(STATISTICS).schema_arrow.metadata[
+        DATA_SCHEMA_KEY].decode())
+    if column in own.names and own.field(column).type != table_type and len(values):
+        return ty.retext(values, own.field(column).type, table_type)
+    return values.combine_chunks()
 
 def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:
     """A partition's rows of (column, value, frequency): columns in the order given, then

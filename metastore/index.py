@@ -158,11 +158,22 @@ def combine(old: pa.Table | None, old_schema: pa.Schema | None, added: pa.Table,
         target = schema.index_column_type(value_type(field))
         if field.name in positions:
             column = old[schema.index_column_name(positions[field.name])].combine_chunks()
-            arrays.append(column.cast(target) if column.type != target else column)
+            arrays.append(_retyped(column, target) if column.type != target else column)
         else:                                  # a column that came with the added partitions
             arrays.append(pa.nulls(old.num_rows, target))
     old = pa.Table.from_arrays(arrays, names=added.column_names)
     return pa.concat_tables([old, added]).sort_by("path")
+
+
+def _retyped(column: pa.StructArray, target: pa.DataType) -> pa.StructArray:
+    """A column's old rows in the type it widened to. Their membership values and Bloom
+    filters are text in the type before, which the wider one may spell otherwise
+    ("...05.000" for "...05.000000"): left out, a plan reads such a partition's frequencies
+    (files.values_as) as the table's type spells them."""
+    column = column.cast(target)
+    children = [pa.nulls(len(column), f.type) if f.name == "values" or f.name in MEMBERSHIP
+                else column.field(f.name) for f in target]
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=column.is_null())
 
 
 def write(out: Store, index: pa.Table) -> None:
@@ -207,6 +218,14 @@ def entries(index: pa.Table) -> dict[str, dict]:
     """path -> size, etag, fingerprint, partition_values, row_count: what a version holds."""
     rows = index.select(ENTRY).to_pylist()
     return {r.pop("path"): {**r, "partition_values": dict(r["partition_values"])} for r in rows}
+
+
+def retyped(parts: list[tuple[str, pa.Schema]], table: pa.Schema
+            ) -> list[tuple[str, pa.Field, pa.DataType]]:
+    """(path, field, the table's type) of each file's column typed otherwise than the table."""
+    types = dict(zip(table.names, table.types))     # not table.field(): linear in the width
+    return [(path, f, types[f.name]) for path, s in sorted(parts, key=lambda p: p[0])
+            for f in s if types.get(f.name, f.type) != f.type]
 
 
 def schemas(index: pa.Table) -> list[tuple[str, pa.Schema]]:

@@ -16,9 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
+from lakestats.core import types as ty
+from lakestats.core.bloom import BloomFilter
 from lakestats.metastore import files
 from lakestats.metastore.layout import BLOOMS, Layout
 from lakestats.metastore.store import DataFile
+
+# (path, column) -> (the partition's type of the column, the table's): the columns a partition
+# types otherwise than the table (metastore.index.retyped)
+Retyped = dict[tuple[str, str], tuple[pa.DataType, pa.DataType]]
 
 class BloomPack:
     """The Bloom filters a version adds, appended batch by batch (column by column within a
@@ -39,23 +45,41 @@ class BloomPack:
 
 
 def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_distinct: int,
-            pack: BloomPack) -> dict[str, dict[str, dict]]:
+            pack: BloomPack, retyped: Retyped) -> dict[str, dict[str, dict]]:
     """path -> column -> the index's membership fields, for the added partitions (whose
     statistics tables are given, with their Bloom filters): a column's values as a table of
-    (value, frequency), its filter's place in `pack`."""
+    (value, frequency), its filter's place in `pack`. Values are text as the table's type
+    spells them, which a partition typing the column otherwise spells differently (a
+    timestamp[ms] file's "...05.000" in a timestamp[us] table): its values are re-rendered,
+    and its Bloom filter made anew from its re-rendered frequencies."""
     def read(item: tuple[DataFile, pa.Table]) -> tuple[str, dict, dict]:
         f, stats = item
         directory = layout.partition(f.rel_path, f.fingerprint)
         small = [r["column"] for r in stats.select(["column", "distinct_count"]).to_pylist()
                  if 0 < (r["distinct_count"] or 0) <= bloom_min_distinct]
-        values = {}
-        if small:
-            freq = files.read_frequencies(directory, small)
-            runs = dict(files.column_runs(freq))
-            values = {name: runs.get(name, freq.slice(0, 0)).select(["value", "frequency"])
-                      for name in small}
         blooms = {c: b for c, b in zip(stats["column"].to_pylist(),
                                        stats["bloom_filter"].to_pylist()) if b is not None}
+        again = [c for c in blooms if (f.rel_path, c) in retyped]
+        values = {}
+        if small or again:
+            freq = files.read_frequencies(directory, small + again)
+            runs = {name: rows.select(["value", "frequency"])
+                    for name, rows in files.column_runs(freq)}
+            for name, rows in list(runs.items()):
+                if (f.rel_path, name) in retyped and rows.num_rows:
+                    try:
+                        runs[name] = rows.set_column(0, "value", ty.retext(
+                            rows["value"], *retyped[f.rel_path, name]))
+                    except ValueError:      # values the table's type cannot hold: its bounds
+                        del runs[name]      # cannot either, and index.build names the files
+                        blooms.pop(name, None)
+            empty = freq.select(["value", "frequency"]).slice(0, 0)
+            values = {name: runs.get(name, empty) for name in small
+                      if name in runs or (f.rel_path, name) not in retyped}
+            for name in (c for c in again if c in runs):
+                bloom = BloomFilter.sized(runs[name].num_rows)
+                bloom.add_text(runs[name]["value"])
+                blooms[name] = bloom.to_bytes()
         return f.rel_path, values, blooms
 
     with ThreadPoolExecutor(16) as pool:

@@ -344,8 +344,8 @@ def membership_of(partitions: Partitions) -> MemberAll:
             elif stats.get("bloom") is not None:
                 probed.append(j)
             else:
-                held = files.read_frequencies(partitions.candidate(i).directory,
-                                              [column])["value"].to_pylist()
+                held = files.values_as(partitions.candidate(i).directory, column,
+                                       table_schema.field(column).type).to_pylist()
                 out[j] = not wanted.isdisjoint(held)
         if probed:
             out[probed] = BloomFilter.may_contain_any(

@@ -3,7 +3,9 @@ certain-row count and the top-k boundary computed by hand), and the CLI's JSON."
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import json
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -133,6 +135,37 @@ def test_nanosecond_bounds_at_the_end_of_int64_round_outwards(table):
         assert kept(pruned(f"t > TIMESTAMP '2262-04-11 23:47:16.854774{z}'")) == ["ends"]
         assert kept(pruned(f"t < TIMESTAMP '1677-09-21 00:12:43.145225{z}'")) == ["ends"]
         assert kept(pruned(f"t >= TIMESTAMP '2023-11-14 22:13:20.123458{z}'")) == ["ends"]
+
+
+def test_membership_of_a_file_typing_the_column_otherwise(tmp_path, run):
+    """Value sets, Bloom filters and the value index hold text, which a timestamp[ms] file
+    spells "...05.000" and a timestamp[us] table "...05.000000" (a decimal(10,1) file "1.5",
+    a decimal(12,2) table "1.50"): once, `t = v` skipped the coarser file that holds v and
+    `where` did not find it; the same after a file that widens the type lands on a computed
+    table (its partitions' text is the narrower type's)."""
+    import lakestats
+    ms, us = pa.timestamp("ms"), pa.timestamp("us")
+    few = pa.array([0, 5_000], ms)                                     # a value set
+    many = pa.array(np.arange(100, dtype=np.int64) * 1_000 + 10_000_000, ms)   # a Bloom filter
+    decimals = pa.array([decimal.Decimal("1.5"), decimal.Decimal("2.5")], pa.decimal128(10, 1))
+    write(tmp_path / "few.parquet", pa.table({"t": few, "d": decimals}))
+    write(tmp_path / "many.parquet", pa.table({"t": many, "d": pa.nulls(100, decimals.type)}))
+    run(tmp_path)                                           # every file typed as the table
+    for landed in ("", "incremental", "from scratch"):
+        if landed == "incremental":     # widens t to timestamp[us] and d to decimal(12, 2)
+            write(tmp_path / "wide.parquet", pa.table({
+                "t": pa.array([1], us), "d": pa.array([decimal.Decimal("9.25")],
+                                                      pa.decimal128(12, 2))}))
+            run(tmp_path)
+        elif landed:
+            shutil.rmtree(tmp_path / "_lakestats")
+            run(tmp_path)
+        for where, holder in (("t = TIMESTAMP '1970-01-01 00:00:05'", "few.parquet"),
+                              ("t IN (TIMESTAMP '1970-01-01 02:48:19')", "many.parquet"),
+                              ("d = 1.5", "few.parquet")):
+            assert holder in prune(f"{tmp_path}/_lakestats", where).kept, (landed, where)
+        table = lakestats.open(str(tmp_path))
+        assert "few.parquet" in table.where("t", "1970-01-01T00:00:05")["partitions"], landed
 
 
 def test_if_branches_and_monotone_functions(table):

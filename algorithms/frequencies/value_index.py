@@ -22,8 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.core import schema
+from lakestats.core import types as ty
 from lakestats.core.batching import runs
-from lakestats.metastore import files, value_index
+from lakestats.metastore import files, index, value_index
+from lakestats.metastore.membership import Retyped
 from lakestats.metastore.layout import VALUE_INDEX_ADDED, Layout
 from lakestats.metastore.manifest import Manifest
 from lakestats.metastore.store import Store
@@ -100,13 +102,16 @@ def _encoded(indexed: list[str], new_index: pa.Table, table: pa.Schema,
     share = len(read_from) / max(1, new_index.num_rows)
     path = new_index["path"].combine_chunks()
     row_of = {p: i for i, p in enumerate(path.to_pylist())}
+    retyped = {(p, f.name): (f.type, wider) for p, f, wider in index.retyped(
+        index.schemas(new_index), table)}
     asked = {False: pc.is_in(path, value_set=pa.array(read_from, pa.string())),
              True: pc.is_in(path, value_set=pa.array(sorted(added), pa.string()))}
     for batch in _batches(indexed, carried, new_index, table, len(added), share):
         held = {c: _in_index(new_index, path, table, c, asked[c in carried]) for c in batch}
         wanted = {p: [c for c in batch if (c not in carried or p in added)
                       and not held[c][1][row_of[p]]] for p in read_from}
-        lists = _frequency_lists(partition_dir, {p: c for p, c in wanted.items() if c})
+        lists = _frequency_lists(partition_dir, {p: c for p, c in wanted.items() if c},
+                                 retyped)
         for column in batch:
             kept = old(column) if old else None
             yield value_index.encode(column, pa.concat_tables(
@@ -147,11 +152,12 @@ def _batches(indexed: list[str], carried: set[str], new_index: pa.Table, table: 
     return runs(((c, entries(c)) for c in indexed), BATCH_ENTRIES)
 
 
-def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, list[str]]
-                     ) -> dict[str, pa.Table]:
+def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, list[str]],
+                     retyped: Retyped) -> dict[str, pa.Table]:
     """Each column's (value, path, frequency) rows in the partitions' lists of the columns
     wanted of each, partition by partition and in file order: slices of what was read, not
-    copies (a wide table's batch holds hundreds of columns)."""
+    copies (a wide table's batch holds hundreds of columns); values re-rendered in the table's
+    type where a partition types the column otherwise."""
     def read(item: tuple[str, list[str]]) -> pa.Table:
         path, names = item
         rows = files.read_frequencies(partition_dir(path), names)
@@ -165,7 +171,12 @@ def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, li
         runs = pc.run_end_encode(table["column"].combine_chunks())   # a file's rows come
         ends = runs.run_ends.to_numpy()                               # column by column
         table = table.select(["value", "path", "frequency"])
+        path = table["path"][0].as_py()
         for name, start, end in zip(runs.values.to_pylist(), np.concatenate(
                 [[0], ends[:-1]]).tolist(), ends.tolist()):
-            pieces.setdefault(name, []).append(table.slice(start, end - start))
+            piece = table.slice(start, end - start)
+            if (path, name) in retyped:
+                piece = piece.set_column(0, "value", ty.retext(piece["value"],
+                                                               *retyped[path, name]))
+            pieces.setdefault(name, []).append(piece)
     return {name: pa.concat_tables(found) for name, found in pieces.items()}

@@ -30,6 +30,7 @@ from lakestats.core.binning import binning_values
 from lakestats.core.errors import DataCorrupt
 from lakestats.metastore import files
 from lakestats.metastore.histograms import histograms_table, read_histograms
+from lakestats.metastore.index import retyped
 from lakestats.metastore.layout import STATISTICS
 from lakestats.metastore.store import Store
 
@@ -81,20 +82,12 @@ def table_schema(parts: list[tuple[str, pa.Schema]]) -> pa.Schema:
     raise SchemaDriftError("partitions' schemas cannot be reconciled")
 
 
-def _retyped(parts: list[tuple[str, pa.Schema]], table: pa.Schema
-             ) -> list[tuple[str, pa.Field, pa.DataType]]:
-    """(path, field, the table's type) of each file's column typed otherwise than the table."""
-    types = dict(zip(table.names, table.types))     # not table.field(): linear in the width
-    return [(path, f, types[f.name]) for path, s in sorted(parts, key=lambda p: p[0])
-            for f in s if types.get(f.name, f.type) != f.type]
-
-
 def _no_narrow_floats(parts: list[tuple[str, pa.Schema]], table: pa.Schema) -> None:
     """A float32 file's statistics keep its values as float32's shortest text ("0.1"), which a
     double column reads as another number (0.1, not 0.10000000149011612): its bounds would
     prune files that hold matching rows. Refused until the files share one float type (table
     formats' float -> double promotion reads the file as double, and is not affected)."""
-    for path, f, wider in _retyped(parts, table):
+    for path, f, wider in retyped(parts, table):
         if pa.types.is_floating(f.type):
             raise SchemaDriftError(
                 f"column {f.name!r} is {f.type} in {path} but {wider} in other files: "
@@ -108,7 +101,7 @@ def unfitting(parts: list[tuple[str, pa.Schema]], table: pa.Schema,
     timestamp[ms] past 2262 in a table that another file makes timestamp[ns]; a uint64 past
     int64's range beside an int64 file): the files that type a column otherwise."""
     other = [f"{f.name!r} is {f.type} in {path}, {wider} in the table"
-             for path, f, wider in _retyped(parts, table)]
+             for path, f, wider in retyped(parts, table)]
     return SchemaDriftError(f"{error}; the type reconciled from every file's cannot hold a "
                             "file's values: " + "; ".join(other[:3] + ["..."] * (len(other) > 3)))
 
