@@ -175,6 +175,8 @@ def column_values(values: list, column_type: pa.DataType) -> list:
     integer only below 2^53 (from it on, several round to it), and a float32 column or a decimal
     one meets a number of another kind rounded."""
     def one(v):
+        if isinstance(v, dt.datetime) and pa.types.is_timestamp(column_type):
+            return _instant_or_local(v, column_type.tz is not None)
         if v is None or isinstance(v, bool) or not isinstance(v, (int, float, decimal.Decimal)):
             return v
         if pa.types.is_integer(column_type) and not isinstance(v, int):
@@ -188,6 +190,18 @@ def column_values(values: list, column_type: pa.DataType) -> list:
             raise ValueError(f"{v!r} meets a {column_type} column rounded")
         return v
     return [one(v) for v in values]
+
+
+def _instant_or_local(v: dt.datetime, zoned: bool) -> dt.datetime:
+    """A timestamp literal as a column's value equal to it: a naive one meeting a zoned column
+    is read in the session zone, as `aligned` reads it (Arrow would read it as UTC). A zoned
+    one meeting a naive column is equal to every local time Spark reads as that instant in the
+    session zone, two of them around a change of offset: ValueError (no membership test)."""
+    if zoned and v.tzinfo is None:
+        return v.replace(tzinfo=SESSION_ZONE.get())
+    if not zoned and v.tzinfo is not None:
+        raise ValueError(f"{v} meets a naive column in the session zone")
+    return v
 
 
 def negated(a: Range) -> Range:

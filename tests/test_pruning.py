@@ -168,6 +168,23 @@ def test_membership_of_a_file_typing_the_column_otherwise(tmp_path, run):
         assert "few.parquet" in table.where("t", "1970-01-01T00:00:05")["partitions"], landed
 
 
+def test_membership_of_timestamps_follows_the_session_time_zone(tmp_path, run):
+    """`t = TIMESTAMP '...'` asks the value sets and Bloom filters for the column's value equal
+    to the literal: once rendered as if the session were in UTC, it skipped the file that
+    holds it where ranges (`BETWEEN`) kept it."""
+    at = dt.datetime(2024, 11, 3, 12, 40, 30, tzinfo=dt.timezone.utc)        # 07:40:30 EST
+    for zone, value, literal in (("UTC", at, "TIMESTAMP '2024-11-03 07:40:30'"),
+                                 (None, at.replace(hour=7, tzinfo=None),
+                                  "TIMESTAMP '2024-11-03 12:40:30+00:00'")):
+        root = tmp_path / ("zoned" if zone else "naive")
+        for name, v in (("holds", value), ("other", value.replace(year=2020))):
+            write(root / f"{name}.parquet", pa.table({"t": pa.array([v], pa.timestamp("us", zone))}))
+        run(root)
+        for where in (f"t = {literal}", f"t IN ({literal})", f"t BETWEEN {literal} AND {literal}"):
+            kept = prune(f"{root}/_lakestats", where, time_zone="America/New_York").kept
+            assert kept == ["holds.parquet"], (zone, where)
+
+
 def test_if_branches_and_monotone_functions(table):
     day = dt.date(1995, 3, 1)
     pruned = table({
