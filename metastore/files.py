@@ -117,7 +117,6 @@ def data_schema_of(statistics: pa.Table) -> pa.Schema:
 
 # -- frequencies.parquet
 
-
 def values_as(store: Store, column: str, table_type: pa.DataType) -> pa.Array:
     """The column's values in a partition's frequencies, as the table's type spells them (a
     partition may type the column otherwise: a timestamp[ms] file's "...05.000" is
@@ -128,6 +127,7 @@ def values_as(store: Store, column: str, table_type: pa.DataType) -> pa.Array:
     if column in own.names and own.field(column).type != table_type and len(values):
         return ty.retext(values, own.field(column).type, table_type)
     return values.combine_chunks()
+
 
 def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:
     """A partition's rows of (column, value, frequency): columns in the order given, then

@@ -228,6 +228,14 @@ def retyped(parts: list[tuple[str, pa.Schema]], table: pa.Schema
             for f in s if types.get(f.name, f.type) != f.type]
 
 
+# (path, column) -> (the file's type of the column, the table's), for the columns `retyped`
+Retyped = dict[tuple[str, str], tuple[pa.DataType, pa.DataType]]
+
+
+def retyped_types(parts: list[tuple[str, pa.Schema]], table: pa.Schema) -> Retyped:
+    return {(path, f.name): (f.type, wider) for path, f, wider in retyped(parts, table)}
+
+
 def schemas(index: pa.Table) -> list[tuple[str, pa.Schema]]:
     """(path, data schema) of each partition, in path order."""
     decoded: dict[str, pa.Schema] = {}        # few distinct schemas: each decoded once

@@ -19,12 +19,10 @@ import pyarrow as pa
 from lakestats.core import types as ty
 from lakestats.core.bloom import BloomFilter
 from lakestats.metastore import files
+from lakestats.metastore.index import Retyped
 from lakestats.metastore.layout import BLOOMS, Layout
 from lakestats.metastore.store import DataFile
 
-# (path, column) -> (the partition's type of the column, the table's): the columns a partition
-# types otherwise than the table (metastore.index.retyped)
-Retyped = dict[tuple[str, str], tuple[pa.DataType, pa.DataType]]
 
 class BloomPack:
     """The Bloom filters a version adds, appended batch by batch (column by column within a

@@ -307,8 +307,7 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
             # column no file holds yet, or an empty table's: its rows are nulls)
             reconciled = dict(zip(table_schema.names, table_schema))
             table_schema = pa.schema([reconciled.get(f.name, f) for f in format_schema])
-        retyped = {(path, f.name): (f.type, wider) for path, f, wider in index.retyped(
-            [(f.rel_path, s) for f, s in schemas], table_schema)}
+        retyped = index.retyped_types([(f.rel_path, s) for f, s in schemas], table_schema)
         members = membership.collect(layout, stats, settings.partition.bloom_min_distinct, pack,
                                      retyped)
         try:            # a file's values the table's type of the column cannot hold
@@ -319,11 +318,6 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
         index_schema = table_schema
     pack.write(layout)
     return new_index, index_schema, added_schemas
-
-
-def _widened(before: pa.Schema, now: pa.Schema) -> bool:
-    types = dict(zip(before.names, before.types))
-    return any(types.get(f.name, f.type) != f.type for f in now)
 
 
 def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
@@ -358,7 +352,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             out, version, indexed, new_index, table_stats.schema,
             lambda p: layout.partition(p, good[p].fingerprint),
             # a column whose type widened: the previous layers' text is the narrower type's
-            previous and not _widened(previous.schema, table_stats.schema)
+            previous and not index.retyped([("", previous.schema)], table_stats.schema)
             and (layout, previous.manifest), {f.rel_path for f in added}, removed,
             whole=settings.exact) if indexed else []
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count,

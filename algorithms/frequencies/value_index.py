@@ -25,7 +25,6 @@ from lakestats.core import schema
 from lakestats.core import types as ty
 from lakestats.core.batching import runs
 from lakestats.metastore import files, index, value_index
-from lakestats.metastore.membership import Retyped
 from lakestats.metastore.layout import VALUE_INDEX_ADDED, Layout
 from lakestats.metastore.manifest import Manifest
 from lakestats.metastore.store import Store
@@ -102,8 +101,7 @@ def _encoded(indexed: list[str], new_index: pa.Table, table: pa.Schema,
     share = len(read_from) / max(1, new_index.num_rows)
     path = new_index["path"].combine_chunks()
     row_of = {p: i for i, p in enumerate(path.to_pylist())}
-    retyped = {(p, f.name): (f.type, wider) for p, f, wider in index.retyped(
-        index.schemas(new_index), table)}
+    retyped = index.retyped_types(index.schemas(new_index), table)
     asked = {False: pc.is_in(path, value_set=pa.array(read_from, pa.string())),
              True: pc.is_in(path, value_set=pa.array(sorted(added), pa.string()))}
     for batch in _batches(indexed, carried, new_index, table, len(added), share):
@@ -153,7 +151,7 @@ def _batches(indexed: list[str], carried: set[str], new_index: pa.Table, table: 
 
 
 def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, list[str]],
-                     retyped: Retyped) -> dict[str, pa.Table]:
+                     retyped: index.Retyped) -> dict[str, pa.Table]:
     """Each column's (value, path, frequency) rows in the partitions' lists of the columns
     wanted of each, partition by partition and in file order: slices of what was read, not
     copies (a wide table's batch holds hundreds of columns); values re-rendered in the table's
