@@ -51,7 +51,11 @@ def parse(text: str | None, t: pa.DataType):
 
 
 def infer(values: Iterable[str | None]) -> pa.DataType:
-    """The type of a directory column from its values, as Spark infers it."""
+    """The type of a directory column from its values, as Spark infers it: a column whose
+    every value is null (the default partition) is a string, as Spark makes its NullType."""
+    values = list(values)
+    if all(v is None or v == DEFAULT_PARTITION for v in values):
+        return pa.string()
     return next(t for t in TYPES if infer_as(values, t))      # every value is a string
 
 

@@ -158,6 +158,22 @@ def test_paths_are_literal_in_iceberg_and_uri_encoded_in_delta(tmp_path):
         relative(table, str(tmp_path), "/elsewhere/f.parquet")
 
 
+def test_a_directory_column_of_nulls_alone_is_a_string(run, tmp_path):
+    """Spark infers NullType for a partition column whose every value is the default
+    partition, and reads it as a string: `k = 'a'` is a query (it was typed int32, and the
+    plan refused the comparison)."""
+    from lakestats.formats.hive import infer
+    from lakestats.pruning import prune
+    from tests.tables import write
+    assert infer(["__HIVE_DEFAULT_PARTITION__", None]) == pa.string()
+    assert infer(["__HIVE_DEFAULT_PARTITION__", "7"]) == pa.int32()
+    write(tmp_path / "k=__HIVE_DEFAULT_PARTITION__" / "f.parquet", pa.table({"x": [3]}))
+    run(tmp_path)
+    assert prune(f"{tmp_path}/_lakestats", "k = 'a'").kept == []
+    assert prune(f"{tmp_path}/_lakestats", "k IS NULL").kept == [
+        "k=__HIVE_DEFAULT_PARTITION__/f.parquet"]
+
+
 def test_hive_directory_columns_are_typed_columns(run, tmp_path):
     """sale_date=.../year=... directories of a plain table are columns with every statistic,
     typed as Spark infers them over the table (int, date; the default partition is null); a
