@@ -117,16 +117,25 @@ def data_schema_of(statistics: pa.Table) -> pa.Schema:
 
 # -- frequencies.parquet
 
+def retexted(rows: pa.Table, source: pa.DataType, target: pa.DataType) -> pa.Table:
+    """Frequency rows whose values are text of `source` values, as the `target` type spells
+    them (a column int32 in a file and float64 in the table; timestamp[ms] in timestamp[us])."""
+    if source == target or not rows.num_rows:       # an empty file may type a column null
+        return rows
+    k = rows.schema.get_field_index("value")
+    return rows.set_column(k, "value", ty.retext(rows["value"], source, target))
+
+
 def values_as(store: Store, column: str, table_type: pa.DataType) -> pa.Array:
     """The column's values in a partition's frequencies, as the table's type spells them (a
     partition may type the column otherwise: a timestamp[ms] file's "...05.000" is
     "...05.000000" in a timestamp[us] table)."""
-    values = read_frequencies(store, [column])["value"]
+    rows = read_frequencies(store, [column])
     own = decode_schema(store.open_parquet(STATISTICS).schema_arrow.metadata[
         DATA_SCHEMA_KEY].decode())
-    if column in own.names and own.field(column).type != table_type and len(values):
-        return ty.retext(values, own.field(column).type, table_type)
-    return values.combine_chunks()
+    if column in own.names:
+        rows = retexted(rows, own.field(column).type, table_type)
+    return rows["value"].combine_chunks()
 
 
 def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:

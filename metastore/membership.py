@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from lakestats.core import types as ty
 from lakestats.core.bloom import BloomFilter
 from lakestats.metastore import files
 from lakestats.metastore.index import Retyped
@@ -58,23 +57,22 @@ def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_di
         blooms = {c: b for c, b in zip(stats["column"].to_pylist(),
                                        stats["bloom_filter"].to_pylist()) if b is not None}
         again = [c for c in blooms if (f.rel_path, c) in retyped]
-        values = {}
-        if small or again:
-            freq = files.read_frequencies(directory, small + again)
-            runs = {name: rows.select(["value", "frequency"])
-                    for name, rows in files.column_runs(freq)}
-            for name, rows in list(runs.items()):
-                if (f.rel_path, name) in retyped and rows.num_rows:
-                    try:
-                        runs[name] = rows.set_column(0, "value", ty.retext(
-                            rows["value"], *retyped[f.rel_path, name]))
-                    except ValueError:      # values the table's type cannot hold: its bounds
-                        del runs[name]      # cannot either, and index.build names the files
-                        blooms.pop(name, None)
-            empty = freq.select(["value", "frequency"]).slice(0, 0)
-            values = {name: runs.get(name, empty) for name in small
-                      if name in runs or (f.rel_path, name) not in retyped}
-            for name in (c for c in again if c in runs):
+        if not (small or again):
+            return f.rel_path, {}, blooms
+        freq = files.read_frequencies(directory, small + again)
+        runs = {name: rows.select(["value", "frequency"])
+                for name, rows in files.column_runs(freq)}
+        unfit = set()   # values the table's type cannot hold: nor can their bounds, and
+        for name in [n for n in runs if (f.rel_path, n) in retyped]:    # index.build names them
+            try:
+                runs[name] = files.retexted(runs[name], *retyped[f.rel_path, name])
+            except ValueError:
+                unfit.add(name)
+        empty = freq.select(["value", "frequency"]).slice(0, 0)
+        values = {name: runs.get(name, empty) for name in small if name not in unfit}
+        for name in again:          # the file's filter hashes its own type's text
+            del blooms[name]
+            if name in runs and name not in unfit:
                 bloom = BloomFilter.sized(runs[name].num_rows)
                 bloom.add_text(runs[name]["value"])
                 blooms[name] = bloom.to_bytes()

@@ -34,7 +34,7 @@ from sqlglot.optimizer.qualify import qualify
 from lakestats.pruning.join_graph import (ANTI, FULL, INNER, LEFT, NOT_IN, RIGHT, SEMI, Edge,
                                           JoinGraph, Origin, Scan)
 from lakestats.pruning.join_conditions import conjuncts, implied, null_rejecting, single_source
-from lakestats.pruning.predicate import PredicateError, explicit_not
+from lakestats.pruning.predicate import PredicateError, as_spark_reads
 
 
 def parse(sql: str) -> exp.Expression:
@@ -44,7 +44,7 @@ def parse(sql: str) -> exp.Expression:
         raise PredicateError(f"query does not parse: {str(e).splitlines()[0]}") from None
     if not isinstance(tree, exp.Query):
         raise PredicateError("not a query: expected SELECT ...")
-    return explicit_not(tree)
+    return as_spark_reads(tree)
 
 
 def tables_named(tree: exp.Expression, given: list[str], others: Iterable[str] = ()

@@ -82,10 +82,10 @@ def parse(where: str) -> E.Expression:
     if isinstance(trees[0], (E.Query, E.DDL, E.DML, E.Command, E.Set)):
         raise PredicateError(f"predicate {where!r}: expected an expression, found a "
                              f"{trees[0].key.upper()} statement")
-    return explicit_not(trees[0])
+    return as_spark_reads(trees[0])
 
 
-def explicit_not(tree: E.Expression) -> E.Expression:
+def as_spark_reads(tree: E.Expression) -> E.Expression:
     """sqlglot parses `s NOT LIKE p` (and NOT ILIKE) as a Like marked `negate`, where
     `NOT (s LIKE p)` is a Not over a Like: the mark made a Not, so that every rule that
     reads a predicate sees the negation. `BETWEEN SYMMETRIC`, which sqlglot reads and Spark

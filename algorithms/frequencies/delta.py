@@ -152,10 +152,7 @@ def _merge(field: pa.Field, layout: Layout, list_version: str, held: dict[str, d
 def _partition_counts(directory, part_schema: pa.Schema, field: pa.Field) -> pa.Table:
     """A partition's (value, frequency) of a column, values as the table's type spells them."""
     counts = files.read_frequencies(directory, [field.name]).select(["value", "frequency"])
-    own = part_schema.field(field.name).type
-    if own != field.type and counts.num_rows:
-        counts = counts.set_column(0, "value", ty.retext(counts["value"], own, field.type))
-    return counts
+    return files.retexted(counts, part_schema.field(field.name).type, field.type)
 
 
 def estimated_distinct(row: dict) -> int | None:

@@ -31,9 +31,9 @@ def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]
     out = {}
     for c in columns:
         counts = runs.get(c.name, table.select(["value", "frequency"]).slice(0, 0))
-        if c.retype and counts.num_rows:   # an empty file may type a column null
-            source, target = (files.decode_schema(s).field(0).type for s in c.retype)
-            counts = counts.set_column(0, "value", ty.retext(counts["value"], source, target))
+        if c.retype:
+            counts = files.retexted(counts, *(files.decode_schema(s).field(0).type
+                                              for s in c.retype))
         out[c.k] = counts
     return out
 

@@ -22,7 +22,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.core import schema
-from lakestats.core import types as ty
 from lakestats.core.batching import runs
 from lakestats.metastore import files, index, value_index
 from lakestats.metastore.layout import VALUE_INDEX_ADDED, Layout
@@ -174,7 +173,6 @@ def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, li
                 [[0], ends[:-1]]).tolist(), ends.tolist()):
             piece = table.slice(start, end - start)
             if (path, name) in retyped:
-                piece = piece.set_column(0, "value", ty.retext(piece["value"],
-                                                               *retyped[path, name]))
+                piece = files.retexted(piece, *retyped[path, name])
             pieces.setdefault(name, []).append(piece)
     return {name: pa.concat_tables(found) for name, found in pieces.items()}
