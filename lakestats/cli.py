@@ -10,12 +10,14 @@ import signal
 import sys
 import warnings
 
-from lakestats import api, arguments, lookup_process, render
+from lakestats import api, arguments, lookup_process
 from lakestats.arguments import EXIT_USAGE
 from lakestats.core.settings import names
 from lakestats.errors import CliError, UsageError, is_usage, message_of
 from lakestats.flags import settings_of
 from lakestats.monostore.report import ComputeFailed
+
+render = lookup_process.lazy("lakestats.render")
 
 EXIT_FAILED = 1
 # commands that only read statistics: their process is set up for it (lakestats.lookup_process)
