@@ -38,7 +38,7 @@ from lakestats.pruning.evaluator import constant_range, evaluate
 from lakestats.pruning.freshness import Freshness, freshness, list_ahead
 from lakestats.pruning.predicate import PredicateError, StatsView, columns_of, parse
 from lakestats.pruning.temporal import session_zone
-from lakestats.pruning.validate import unknown_column, validate
+from lakestats.pruning.validate import UnresolvedColumn, unknown_column, validate
 from lakestats.pruning.views import Candidate, Matching, Partitions, membership_of
 
 
@@ -106,10 +106,18 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     wanted = (columns_of(node) if node else set()) | ({order[0]} if order else set())
     partitions = Partitions.of(stats, wanted, None)
     hive = partitions.hive_names - set(schema.names)
-    if node is not None:
-        validate(node, schema, hive)
-    if order and order[0] not in schema.names and order[0] not in hive:
-        raise PredicateError(unknown_column(order[0], schema.names + sorted(hive)))
+    try:
+        if node is not None:
+            validate(node, schema, hive)
+        if order and order[0] not in schema.names and order[0] not in hive:
+            raise UnresolvedColumn(order[0], unknown_column(order[0], schema.names + sorted(hive)))
+    except UnresolvedColumn as e:
+        landed = freshness(uri, stats.manifest, partitions.index, assume_current, listed).unknown
+        if landed:
+            files = f"{len(landed):,} files" if len(landed) > 1 else "a file"
+            e.args = (f"{e}; {files} landed or changed since version {stats.version}, which "
+                      "may hold it: `lakestats compute` describes them",)
+        raise
     paths = partitions.paths
     flags = None
     if node is not None:    # over every partition: the membership test knows them by position

@@ -24,14 +24,16 @@ from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from lakestats.pruning import PruneResult
+from lakestats.pruning import parse_order
 from lakestats.pruning import prune as prune_files
 from lakestats.pruning.freshness import freshness
-from lakestats.pruning.predicate import PredicateError, parse
+from lakestats.pruning.predicate import PredicateError, columns_of, parse
 from lakestats.spark_bridge.catalog import lakestats_uri, spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
 from lakestats.spark_bridge.native import (FIELD_IDS, needs_field_ids, partition_texts,
                                            spark_schemas)
 from lakestats.spark_bridge.read import has_s3a, spark_uri
+from lakestats.pruning.validate import UnresolvedColumn
 
 ENTRY = "org.apache.spark.sql.lakestats.Lakestats"
 
@@ -122,9 +124,21 @@ class Planner:
             raise UsageError(f"{uri}: the lakestats source reads S3 through Spark's S3A "
                              "filesystem, which this session lacks (hadoop-aws); "
                              "spark_bridge.read reads it through Arrow")
-        where = " AND ".join(f"({p})" for p in pushed) or None
-        result = _prune(uri, json.loads(options).get("stats_root"), where, limit, order,
-                        time_zone)
+        while True:
+            try:
+                result = _prune(uri, json.loads(options).get("stats_root"),
+                                " AND ".join(f"({p})" for p in pushed) or None, limit, order,
+                                time_zone)
+                break
+            except UnresolvedColumn as e:
+                # a column of files landed since the statistics (Spark sees it with
+                # mergeSchema): its conjuncts are Spark's alone, and so are LIMIT and top-k
+                unknown = [c for c in pushed
+                           if e.column.lower() in {n.lower() for n in columns_of(parse(c))}]
+                if not unknown and not (order and parse_order(order)[0] == e.column):
+                    raise
+                pushed = [c for c in pushed if c not in unknown]
+                not_pushed, limit, order = not_pushed + unknown, None, None
         now = result.freshness.now
         snapshot = result.freshness.snapshot
         if snapshot and needs_field_ids(snapshot) and \

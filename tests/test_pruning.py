@@ -341,3 +341,18 @@ def test_hive_directory_values_as_arrays(tmp_path, run):
     result = prune(f"{tmp_path}/_lakestats", "day > '2024-01-01'")
     assert sorted(result.kept) == ["day=2024-01-02/f.parquet", "day=2024-01-03/f.parquet",
                                    "day=7/f.parquet", "day=x/f.parquet"]
+
+
+def test_a_column_only_in_files_landed_since_is_refused_saying_so(tmp_path, run):
+    """A column the statistics lack is refused; when files landed since, the refusal says they
+    may hold it and what describes them (not only that it does not exist)."""
+    write(tmp_path / "a.parquet", pa.table({"k": [1, 2]}))
+    run(tmp_path)
+    for where, order in (("extra = 1", None), ("k > 0", "extra DESC")):
+        with pytest.raises(PredicateError, match=r"does not exist; columns: k$"):
+            prune(f"{tmp_path}/_lakestats", where, limit=1, order_by=order)
+    write(tmp_path / "b.parquet", pa.table({"k": [3], "extra": [1]}))
+    for where, order in (("extra = 1", None), ("k > 0", "extra DESC")):
+        with pytest.raises(PredicateError, match="a file landed or changed since version "
+                                                 "v000001, which may hold it"):
+            prune(f"{tmp_path}/_lakestats", where, limit=1, order_by=order)

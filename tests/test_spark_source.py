@@ -318,3 +318,24 @@ def test_a_table_without_statistics_is_read_whole(spark, tmp_path):
     planned = spark_bridge.explain(df)
     assert planned["unknown"] == planned["kept"] == ["part-0.parquet", "part-1.parquet"]
     assert planned["version"] is None
+
+
+def test_a_column_only_in_files_landed_since_is_read_not_refused(spark, tmp_path, run):
+    """Files that landed after the statistics may bring a column they do not describe (Spark
+    sees it with mergeSchema): its conjuncts are not pushed, every file is read as Spark
+    reads it, and the other conjuncts still prune."""
+    uri = tmp_path / "grown"
+    for m in range(2):
+        write(uri / f"part-{m}.parquet", month(m))
+    run(str(uri))
+    landed = month(2).append_column("extra", pa.array(np.arange(len(month(2))) % 7, pa.int64()))
+    write(uri / "late.parquet", landed)
+    frame = spark.read.format("lakestats").option("mergeSchema", "true").load(str(uri))
+    plain = spark.read.option("mergeSchema", "true").parquet(str(uri))
+    for predicate in ("extra = 3", "extra IS NULL AND k < 5", "extra = 3 OR k = 7"):
+        assert sorted_rows(frame.where(predicate)) == sorted_rows(plain.where(predicate))
+    top = [r.extra for r in frame.where("k >= 0").orderBy("extra").limit(3).collect()]
+    assert top == [r.extra for r in plain.where("k >= 0").orderBy("extra").limit(3).collect()]
+    planned = spark_bridge.explain(frame.where("extra IS NULL AND k < 5"))
+    assert planned["not_pushed"] and all("extra" in c for c in planned["not_pushed"])
+    assert "late.parquet" in planned["unknown"] and "part-1.parquet" in planned["skipped"]
