@@ -36,6 +36,7 @@ SUITE = [
     ("d < DATE '2024-02-01' OR d > DATE '2024-07-15'", None),
     ("ts >= TIMESTAMP '2024-06-01 00:00:00'", None),
     ("ts < TIMESTAMP '2024-02-10 05:30:00+05:30'", None),
+    ("ts < TIMESTAMP '2300-01-01 00:00:00' AND ts > TIMESTAMP '1600-01-01 00:00:00'", None),
     ("x > 400.5", None),
     ("x = 0.0", None),
     ("isnan(x)", None),

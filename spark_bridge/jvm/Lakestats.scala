@@ -265,7 +265,9 @@ object SparkSql {
       val d = LocalDate.ofEpochDay(days)
       if (d.getYear < 1 || d.getYear > 9999) None else Some(s"DATE '$d'")
     case (us: Long, TimestampType) =>
-      val at = Instant.EPOCH.plusNanos(Math.multiplyExact(us, 1000L)).atOffset(ZoneOffset.UTC)
+      // in seconds and nanoseconds: microseconds as nanoseconds overflow a long after 2262
+      val at = Instant.ofEpochSecond(Math.floorDiv(us, 1000000L), Math.floorMod(us, 1000000L) * 1000L)
+        .atOffset(ZoneOffset.UTC)
       if (at.getYear < 1 || at.getYear > 9999) None
       else Some(s"TIMESTAMP '${micros.format(at)}+00:00'")
     case _ => None
