@@ -8,11 +8,13 @@ a table format's files, with the rows its reader defines (deletes applied).
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakestats.core import types as ty
-from lakestats.formats import FormatError, Snapshot
+from lakestats.formats import FormatError, Snapshot, hive
 from lakestats.formats.rows import open_rows
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsReader
@@ -43,7 +45,7 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
     result = prune_files(stats, where, limit, order_by, table_uri=table_uri,
                          assume_current=assume_current, time_zone=session_time_zone(spark))
     df = files_frame(spark, table_uri, result.kept,
-                     snapshot=result.freshness.snapshot_to_read())
+                     snapshot=result.freshness.snapshot_to_read(), listed=result.freshness.now)
     if where:
         df = df.where(where)
     if order_by:
@@ -54,11 +56,13 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
 
 
 def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
-                snapshot: Snapshot | None = None):
+                snapshot: Snapshot | None = None, listed: Mapping[str, DataFile] | None = None):
     """A DataFrame over some of a table's data files (paths relative to the table); `every`
     when they are all of them: the table's directory is read instead. The files of a table
     format's `snapshot` hold the rows its reader defines: they are read through Arrow with
-    their deletes applied (formats.rows), their partition values added."""
+    their deletes applied (formats.rows), their partition values added. `listed`: a plain
+    directory's files now (pruning.freshness), whose Hive values a read through Arrow types
+    as Spark types them over the whole table (else over the files read)."""
     table = Store(table_uri)
     if snapshot is not None:
         for rel in sorted(set(kept) & set(snapshot.inexact)):
@@ -69,7 +73,8 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
         return _through_arrow(spark, table, [files[rel] for rel in kept], snapshot.schema,
                               next(iter(snapshot.files), None))
     if table.is_s3 and not has_s3a(spark):
-        return _through_arrow(spark, table, [DataFile(rel, 0, "") for rel in kept])
+        return _through_arrow(spark, table, [listed[rel] for rel in kept] if listed else
+                              hive.with_columns([DataFile(rel, 0, "") for rel in kept]))
     uri = spark_uri(table)
     if every:
         return spark.read.parquet(uri)

@@ -79,3 +79,14 @@ def test_read_on_s3_matches_a_full_scan(tmp_path, spark, run, s3_endpoint):
     for query in QUERIES[:4] + [dict(where="region = 'r1' AND q < 10")]:
         check(spark, uri, query)
     assert spark_bridge.prune(uri, where="d >= DATE '2024-04-01'").kept == ["region=r1/m3.parquet"]
+    # Hive directory values typed as Spark types them (ints here, ordered as numbers), not as text
+    for n, t in zip((1, 2, 10), months(3)):
+        path = write(tmp_path / "typed" / f"n={n}" / "a.parquet", t)
+        s3.upload_file(str(path), "pruned", f"typed/n={n}/a.parquet")
+    run("s3://pruned/typed")
+    local = spark.read.parquet(str(tmp_path / "typed"))
+    for assume_current in (False, True):
+        top = spark_bridge.read(spark, "s3://pruned/typed", where="n >= 2", order_by="n DESC",
+                                limit=3, assume_current=assume_current)
+        assert top.schema["n"].dataType == local.schema["n"].dataType
+        assert [r.n for r in top.collect()] == [10, 10, 10]
