@@ -51,6 +51,10 @@ SUITE = [
     ("k >= 0", 3),
     ("s = 'v2_3' OR k = 7000", 2),
     ("upper(s) = 'V6_2'", 4),
+    # conjuncts Spark's scan never hands the index (a partition and a data column in one, a
+    # subquery): LIMIT must not reach it
+    ("k = 7000 OR region = 'r9'", 1),
+    ("k = (SELECT max(id) FROM range(3001))", 1),
 ]
 # (predicate, order, limit): top-k, Spark's null order (ASC: nulls first)
 ORDERED = [
@@ -60,6 +64,7 @@ ORDERED = [
     ("k < 7000", "s ASC", 4),
     ("b", "ts DESC", 7),
     ("upper(s) = 'V6_2'", "k ASC", 2),
+    ("k = 7000 OR region = 'r9'", "k ASC", 1),
 ]
 
 

@@ -177,7 +177,7 @@ object Listing {
 class LakestatsFileIndex(spark: SparkSession, val uri: String, val options: Map[String, String],
                          described: FileIndex, dataSchema: StructType, val limit: Long,
                          val order: String)
-  extends FileIndex {
+  extends FileIndex with PredicateHelper {
   private val schema = StructType(dataSchema ++ described.partitionSchema
     .filterNot(f => dataSchema.exists(_.name == f.name)))
 
@@ -207,11 +207,6 @@ class LakestatsFileIndex(spark: SparkSession, val uri: String, val options: Map[
     val zone = spark.sessionState.conf.sessionLocalTimeZone
     _.plan(uri, Lakestats.toJson(options.asJava), Lakestats.toJson(pushed.asJava),
       Lakestats.toJson(notPushed.asJava), limit, order, zone)
-  }
-
-  private def splitConjunctivePredicates(e: Expression): Seq[Expression] = e match {
-    case And(a, b) => splitConjunctivePredicates(a) ++ splitConjunctivePredicates(b)
-    case other => Seq(other)
   }
 }
 
@@ -330,7 +325,7 @@ object AttachStatistics extends Rule[LogicalPlan] {
 /** LIMIT n over a filtered scan through the source, or ORDER BY one of its columns (Spark's
  *  null order) LIMIT n: the index may keep only the files that hold the first n rows for sure
  *  (the planner does so only when every filter is pushed). */
-object PassLimit extends Rule[LogicalPlan] {
+object PassLimit extends Rule[LogicalPlan] with PredicateHelper {
   override def apply(plan: LogicalPlan): LogicalPlan = plan transformDown {
     case limit @ LocalLimit(IntegerLiteral(n), sort @ Sort(Seq(key), true, child, _)) =>
       key match {
@@ -348,7 +343,8 @@ object PassLimit extends Rule[LogicalPlan] {
   private def withLimit(plan: LogicalPlan, n: Int, order: String,
                         key: Option[AttributeReference]): LogicalPlan = plan match {
     case p @ Project(_, child) => p.copy(child = withLimit(child, n, order, key))
-    case f @ Filter(_, child) => f.copy(child = withLimit(child, n, order, key))
+    case f @ Filter(condition, child) if handedWhole(condition, child) =>
+      f.copy(child = withLimit(child, n, order, key))
     case l @ LogicalRelation(fs: HadoopFsRelation, output, _, _, _)
         if key.forall(k => output.exists(_.exprId == k.exprId)) => fs.location match {
       case index: LakestatsFileIndex if index.limit != n || index.order != order =>
@@ -356,5 +352,27 @@ object PassLimit extends Rule[LogicalPlan] {
       case _ => l
     }
     case other => other
+  }
+
+  /** Whether Spark's scan hands the index every conjunct of `condition` whole, so that the
+   *  index's LIMIT sees the whole filter: FileSourceStrategy drops non-deterministic conjuncts
+   *  and subqueries, and weakens (or drops) one that reads partition and data columns both. */
+  private def handedWhole(condition: Expression, below: LogicalPlan): Boolean =
+    relation(below).exists { case (output, partitionNames) =>
+      val partitions = AttributeSet(output.filter(a => partitionNames.contains(a.name)))
+      splitConjunctivePredicates(condition).forall { c =>
+        c.deterministic && !SubqueryExpression.hasSubquery(c) &&
+          c.references.subsetOf(AttributeSet(output)) &&
+          (c.references.subsetOf(partitions) || !c.references.exists(partitions.contains))
+      }
+    }
+
+  /** The relation's output and partition column names, under projections and filters. */
+  private def relation(plan: LogicalPlan): Option[(Seq[Attribute], Set[String])] = plan match {
+    case Project(_, child) => relation(child)
+    case Filter(_, child) => relation(child)
+    case LogicalRelation(fs: HadoopFsRelation, output, _, _, _) =>
+      Some(output -> fs.partitionSchema.fieldNames.toSet)
+    case _ => None
   }
 }
