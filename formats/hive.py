@@ -2,9 +2,13 @@
 makes `sale_date` a column of every row of the files under it, with every statistic, as Spark
 reads such a table.
 
-Types are Spark's partition-column inference over the table's values of the column (int,
-then bigint, double, date, else string; `__HIVE_DEFAULT_PARTITION__` is null), so a file's
-column depends on its neighbours' values: the type enters the file's reading, hence its
+Types are Spark's partition-column inference (PartitioningUtils): each value is the first of
+int, bigint, decimal(p, 0), double (as Java parses it: `NaN`, `1d`, `0x1p3`), date or string
+it parses as (`__HIVE_DEFAULT_PARTITION__` is null), and a column's type is its values' types
+widened as Spark widens them (int and double: double; bigint or a decimal beside a double:
+string, as a double would lose digits). Spark also infers timestamps (`2024-01-01 10%3A30%3A00`),
+read in the session's time zone; here they are strings. So a file's column depends on its
+neighbours' values: the type enters the file's reading, hence its
 fingerprint, and a value that changes the inferred type recomputes the column's files. A
 file seen alone (an event) takes the type the published statistics give the column when its
 value parses as it, as a compute would.
@@ -12,6 +16,7 @@ value parses as it, as a compute would.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import functools
 import re
 from collections.abc import Iterable, Mapping
@@ -24,8 +29,14 @@ from lakestats.metastore.store import DataFile, directory_values, reading_digest
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 INT32 = (-2**31, 2**31 - 1)
 INT64 = (-2**63, 2**63 - 1)
-# Spark's order: the first type every value of the column parses as
-TYPES = (pa.int32(), pa.int64(), pa.float64(), pa.date32(), pa.string())
+_INTEGER = re.compile(r"[-+]?\d+")
+_DECIMAL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")         # Java's BigDecimal
+# Java's Double.parseDouble, after it trims the text: a decimal or hexadecimal float with an
+# optional f/d suffix, or NaN or Infinity
+_DOUBLE = re.compile(r"[-+]?(NaN|Infinity|((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?"
+                     r"|0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][-+]?\d+)[fFdD]?)")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+MAX_DECIMAL_DIGITS = 38
 
 
 def parse(text: str | None, t: pa.DataType):
@@ -33,30 +44,91 @@ def parse(text: str | None, t: pa.DataType):
     if text is None or text == DEFAULT_PARTITION:
         return None
     if pa.types.is_integer(t):
-        if not re.fullmatch(r"[-+]?\d+", text):
+        if not _INTEGER.fullmatch(text):
             raise ValueError(text)
         value, (low, high) = int(text), INT32 if t == pa.int32() else INT64
         if not low <= value <= high:
             raise ValueError(text)
         return value
-    if pa.types.is_floating(t):
-        if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", text):
+    if pa.types.is_decimal(t):
+        value = _whole_decimal(text)
+        if value is None or len(value.as_tuple().digits) > t.precision:
             raise ValueError(text)
-        return float(text)
+        return value
+    if pa.types.is_floating(t):
+        return _java_double(text)
     if pa.types.is_date(t):
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        if not _DATE.fullmatch(text):
             raise ValueError(text)
         return dt.date.fromisoformat(text)
     return text
 
 
+def _whole_decimal(text: str) -> decimal.Decimal | None:
+    """A whole number as Spark takes one from Java's BigDecimal, of scale 0: "5.", "1.5e1",
+    "1e5" (not "1.5", whose scale is 1)."""
+    if not _DECIMAL.fullmatch(text):
+        return None
+    value = decimal.Decimal(text)
+    return decimal.Decimal(int(value)) if value.as_tuple().exponent >= 0 else None
+
+
+def _java_double(text: str) -> float:
+    trimmed = text.strip("".join(map(chr, range(33))))     # Java's trim: code points <= 32
+    if not _DOUBLE.fullmatch(trimmed):
+        raise ValueError(text)
+    number = trimmed.rstrip("fFdD")             # the suffix (hexadecimal digits end in p<n>)
+    return float.fromhex(number) if "x" in number.lower() else float(number)
+
+
+def _value_type(text: str | None) -> pa.DataType | None:
+    """The type Spark infers for one directory value (None: null)."""
+    if text is None or text == DEFAULT_PARTITION:
+        return None
+    for t in (pa.int32(), pa.int64()):
+        if _parses(text, t):
+            return t
+    whole = _whole_decimal(text)
+    if whole is not None and len(whole.as_tuple().digits) <= MAX_DECIMAL_DIGITS:
+        return pa.decimal128(len(whole.as_tuple().digits), 0)
+    for t in (pa.float64(), pa.date32()):
+        if _parses(text, t):
+            return t
+    return pa.string()
+
+
+def _parses(text: str, t: pa.DataType) -> bool:
+    try:
+        parse(text, t)
+        return True
+    except ValueError:
+        return False
+
+
+# a whole number's digits, as a decimal(p, 0) of it (DecimalType.forType)
+_DIGITS = {pa.int32(): 10, pa.int64(): 20}
+
+
+def _wider(a: pa.DataType | None, b: pa.DataType | None) -> pa.DataType | None:
+    """Spark's findWiderTypeForPartitionColumn over the types _value_type gives."""
+    if a is None or b is None or a == b:
+        return b if a is None else a
+    if pa.types.is_string(a) or pa.types.is_string(b):
+        return pa.string()
+    whole = [t for t in (a, b) if pa.types.is_integer(t) or pa.types.is_decimal(t)]
+    if len(whole) == 2:
+        if not (pa.types.is_decimal(a) or pa.types.is_decimal(b)):
+            return pa.int64()
+        return pa.decimal128(max(_DIGITS.get(t) or t.precision for t in whole), 0)
+    if pa.types.is_float64(a) or pa.types.is_float64(b):      # int and double: double
+        return pa.float64() if pa.int32() in (a, b) else pa.string()
+    return pa.string()                                          # a date and a number
+
+
 def infer(values: Iterable[str | None]) -> pa.DataType:
     """The type of a directory column from its values, as Spark infers it: a column whose
     every value is null (the default partition) is a string, as Spark makes its NullType."""
-    values = list(values)
-    if all(v is None or v == DEFAULT_PARTITION for v in values):
-        return pa.string()
-    return next(t for t in TYPES if infer_as(values, t))      # every value is a string
+    return functools.reduce(_wider, map(_value_type, values), None) or pa.string()
 
 
 def with_columns(files: list[DataFile], known: pa.Schema | None = None) -> list[DataFile]:

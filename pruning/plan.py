@@ -110,7 +110,7 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
         if node is not None:
             validate(node, schema, hive)
         if order and order[0] not in schema.names and order[0] not in hive:
-            raise UnresolvedColumn(order[0], unknown_column(order[0], schema.names + sorted(hive)))
+            raise UnresolvedColumn(unknown_column(order[0], schema.names + sorted(hive)))
     except UnresolvedColumn as e:
         landed = freshness(uri, stats.manifest, partitions.index, assume_current, listed).unknown
         if landed:
@@ -143,6 +143,26 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     result.skipped = [paths[i] for i in np.flatnonzero(described).tolist()
                       if paths[i] not in held]
     return result
+
+
+def refused(stats: StatisticsReader, conjuncts: list[str], order_by: str | None = None
+            ) -> tuple[list[str], bool]:
+    """The conjuncts (Spark SQL, each parsed alone) a plan over these statistics refuses, and
+    whether it refuses the order's column: for a caller whose engine checked them against
+    its own types (Spark's columns of files landed since the statistics, its timestamp
+    directories), to leave those to the engine."""
+    schema = stats.schema()
+    nodes = [parse(c) for c in conjuncts]
+    order = parse_order(order_by)
+    wanted = set().union(*map(columns_of, nodes)) | ({order[0]} if order else set())
+    hive = Partitions.of(stats, wanted, None).hive_names - set(schema.names)
+    out = []
+    for conjunct, node in zip(conjuncts, nodes):
+        try:
+            validate(node, schema, hive)
+        except PredicateError:
+            out.append(conjunct)
+    return out, order is not None and order[0] not in schema.names and order[0] not in hive
 
 
 # -- rows that certainly match

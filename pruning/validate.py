@@ -88,15 +88,11 @@ def _resolve(column: E.Column, columns: dict[str, pa.Field], hive: set[str]) -> 
     if not qualifiers and not column.this.args.get("quoted") and name.lower() in NILADIC:
         return
     known = list(dict.fromkeys([f.name for f in columns.values()] + sorted(hive)))
-    raise UnresolvedColumn(name, unknown_column(name, known))
+    raise UnresolvedColumn(unknown_column(name, known))
 
 
 class UnresolvedColumn(PredicateError):
     """A column the statistics do not have (misspelled, or only in files landed since)."""
-
-    def __init__(self, column: str, message: str):
-        super().__init__(message)
-        self.column = column
 
 
 def unknown_column(name: str, known: list[str]) -> str:

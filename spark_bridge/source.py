@@ -24,16 +24,15 @@ from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import Store
 from lakestats.pruning import PruneResult
-from lakestats.pruning import parse_order
 from lakestats.pruning import prune as prune_files
 from lakestats.pruning.freshness import freshness
-from lakestats.pruning.predicate import PredicateError, columns_of, parse
+from lakestats.pruning.plan import refused as refused_by
+from lakestats.pruning.predicate import PredicateError, parse
 from lakestats.spark_bridge.catalog import lakestats_uri, spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
 from lakestats.spark_bridge.native import (FIELD_IDS, needs_field_ids, partition_texts,
                                            spark_schemas)
 from lakestats.spark_bridge.read import has_s3a, spark_uri
-from lakestats.pruning.validate import UnresolvedColumn
 
 ENTRY = "org.apache.spark.sql.lakestats.Lakestats"
 
@@ -124,21 +123,19 @@ class Planner:
             raise UsageError(f"{uri}: the lakestats source reads S3 through Spark's S3A "
                              "filesystem, which this session lacks (hadoop-aws); "
                              "spark_bridge.read reads it through Arrow")
-        while True:
-            try:
-                result = _prune(uri, json.loads(options).get("stats_root"),
-                                " AND ".join(f"({p})" for p in pushed) or None, limit, order,
-                                time_zone)
-                break
-            except UnresolvedColumn as e:
-                # a column of files landed since the statistics (Spark sees it with
-                # mergeSchema): its conjuncts are Spark's alone, and so are LIMIT and top-k
-                unknown = [c for c in pushed
-                           if e.column.lower() in {n.lower() for n in columns_of(parse(c))}]
-                if not unknown and not (order and parse_order(order)[0] == e.column):
-                    raise
-                pushed = [c for c in pushed if c not in unknown]
-                not_pushed, limit, order = not_pushed + unknown, None, None
+        root = json.loads(options).get("stats_root")
+        try:
+            result = _prune(uri, root, _where(pushed), limit, order, time_zone)
+        except PredicateError:
+            # Spark checked the filter against its own types: what the statistics type
+            # otherwise (a column of files landed since, a directory of timestamps) is left to
+            # Spark, and so are LIMIT and top-k, which need the whole filter or the column
+            refused, order_refused = refused_by(_published(uri, root), pushed, order)
+            if not (refused or order_refused):
+                raise
+            pushed = [c for c in pushed if c not in refused]
+            not_pushed, limit, order = not_pushed + refused, None, None
+            result = _prune(uri, root, _where(pushed), limit, order, time_zone)
         now = result.freshness.now
         snapshot = result.freshness.snapshot
         if snapshot and needs_field_ids(snapshot) and \
@@ -202,6 +199,10 @@ def _readable(pushed: list[str], not_pushed: list[str]) -> tuple[list[str], list
         except PredicateError:
             not_pushed = not_pushed + [conjunct]
     return ok, not_pushed
+
+
+def _where(conjuncts: list[str]) -> str | None:
+    return " AND ".join(f"({c})" for c in conjuncts) or None
 
 
 def _sql_text(value: str) -> str:

@@ -346,13 +346,21 @@ object PassLimit extends Rule[LogicalPlan] with PredicateHelper {
     case f @ Filter(condition, child) if handedWhole(condition, child) =>
       f.copy(child = withLimit(child, n, order, key))
     case l @ LogicalRelation(fs: HadoopFsRelation, output, _, _, _)
-        if key.forall(k => output.exists(_.exprId == k.exprId)) => fs.location match {
-      case index: LakestatsFileIndex if index.limit != n || index.order != order =>
-        l.copy(relation = fs.copy(location = index.withLimit(n, order))(fs.sparkSession))
-      case _ => l
-    }
+        if key.forall(k => output.exists(_.exprId == k.exprId) && !timestampDirectory(fs, k)) =>
+      fs.location match {
+        case index: LakestatsFileIndex if index.limit != n || index.order != order =>
+          l.copy(relation = fs.copy(location = index.withLimit(n, order))(fs.sparkSession))
+        case _ => l
+      }
     case other => other
   }
+
+  /** A directory column Spark types a timestamp from its text, in the session's time zone:
+   *  the statistics keep it a string, whose order is not the instants' (a local time skipped
+   *  at a change of offset), so no top-k by it. */
+  private def timestampDirectory(fs: HadoopFsRelation, key: AttributeReference): Boolean =
+    fs.partitionSchema.exists(f => f.name == key.name &&
+      (f.dataType == TimestampType || f.dataType == TimestampNTZType))
 
   /** Whether Spark's scan hands the index every conjunct of `condition` whole, so that the
    *  index's LIMIT sees the whole filter: FileSourceStrategy drops non-deterministic conjuncts
