@@ -145,8 +145,8 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     return result
 
 
-def refused(stats: StatisticsReader, conjuncts: list[str], order_by: str | None = None
-            ) -> tuple[list[str], bool]:
+def refused_alone(stats: StatisticsReader, conjuncts: list[str], order_by: str | None = None
+                  ) -> tuple[list[str], bool]:
     """The conjuncts (Spark SQL, each parsed alone) a plan over these statistics refuses, and
     whether it refuses the order's column: for a caller whose engine checked them against
     its own types (Spark's columns of files landed since the statistics, its timestamp

@@ -26,7 +26,7 @@ from lakestats.metastore.store import Store
 from lakestats.pruning import PruneResult
 from lakestats.pruning import prune as prune_files
 from lakestats.pruning.freshness import freshness
-from lakestats.pruning.plan import refused as refused_by
+from lakestats.pruning.plan import refused_alone
 from lakestats.pruning.predicate import PredicateError, parse
 from lakestats.spark_bridge.catalog import lakestats_uri, spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
@@ -130,7 +130,7 @@ class Planner:
             # Spark checked the filter against its own types: what the statistics type
             # otherwise (a column of files landed since, a directory of timestamps) is left to
             # Spark, and so are LIMIT and top-k, which need the whole filter or the column
-            refused, order_refused = refused_by(_published(uri, root), pushed, order)
+            refused, order_refused = refused_alone(_published(uri, root), pushed, order)
             if not (refused or order_refused):
                 raise
             pushed = [c for c in pushed if c not in refused]
