@@ -118,3 +118,15 @@ def parse_error(e: sqlglot.errors.SqlglotError) -> str:
 def columns_of(node: E.Expression) -> set[str]:
     return {c.name for c in node.find_all(E.Column)}
 
+
+def struct_fields_opaque(node: E.Expression, columns: set[str]) -> E.Expression:
+    """`s.f` where `s` is one of `columns` reads a struct's field, of which column `f`'s
+    statistics say nothing: it becomes an expression no rule knows (it never prunes)."""
+    names = {c.lower() for c in columns}
+
+    def opaque(n: E.Expression) -> E.Expression:
+        if isinstance(n, E.Column) and any(p.name.lower() in names for p in n.parts[:-1]):
+            return E.Anonymous(this="struct_field", expressions=[E.Literal.string(n.sql())])
+        return n
+    return node.transform(opaque)
+

@@ -356,3 +356,19 @@ def test_a_column_only_in_files_landed_since_is_refused_saying_so(tmp_path, run)
         with pytest.raises(PredicateError, match="a file landed or changed since version "
                                                  "v000001, which may hold it"):
             prune(f"{tmp_path}/_lakestats", where, limit=1, order_by=order)
+
+
+def test_a_struct_field_is_not_the_column_of_its_name(tmp_path, run):
+    """`st.a` reads field a of struct st, which column a's statistics say nothing of: once,
+    `st.a > 150` was pruned with a's bounds (1..2) and skipped the file holding st.a = 200."""
+    st = pa.struct([("a", pa.int32())])
+    write(tmp_path / "p0.parquet", pa.table({"a": pa.array([1, 2], pa.int32()),
+                                             "st": pa.array([{"a": 100}, {"a": 200}], st)}))
+    write(tmp_path / "p1.parquet", pa.table({"a": pa.array([10], pa.int32()),
+                                             "st": pa.array([{"a": 300}], st)}))
+    run(tmp_path)
+    root = f"{tmp_path}/_lakestats"
+    for where in ("st.a > 150", "st.a = 100", "ST.a IN (200, 300)", "st.a > 0"):
+        result = prune(root, where)
+        assert result.kept == ["p0.parquet", "p1.parquet"] and not result.fully_matching, where
+    assert prune(root, "st.a > 150 AND a < 5").kept == ["p0.parquet"]      # a still prunes
