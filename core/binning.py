@@ -9,6 +9,16 @@ from lakestats.core import types as ty
 from lakestats.core.exact import as_words
 
 
+def binning_unit(t: pa.DataType) -> str | None:
+    """What one step of a type's binning domain counts: a temporal type's unit (days for
+    date32), None for numbers, whose binned values are the same in any width or scale."""
+    if pa.types.is_date32(t):
+        return "d"
+    if pa.types.is_date64(t):
+        return "ms"
+    return getattr(t, "unit", None)
+
+
 def binning_values(arr: pa.Array) -> np.ndarray:
     """Non-null, non-NaN values in the binning domain."""
     t = arr.type

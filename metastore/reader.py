@@ -172,7 +172,9 @@ class StatisticsReader:
         parquet = self._open(self.partition_dir(partition), HISTOGRAMS, partition)
         if column not in self._columns_of(parquet, HISTOGRAMS, partition):
             raise StatisticsNotFound(f"column {column!r} has no histogram (only numeric and "
-                                     "temporal columns with values do)")
+                                     "temporal columns with values do, and at the table level "
+                                     "not one its files type in different units, such as "
+                                     "timestamp[ms] beside timestamp[us]: see --partition)")
         return parquet.read(columns=[column])
 
     def histogram(self, column: str, partition: str | None = None,

@@ -5,6 +5,7 @@ import json
 
 import boto3
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -324,3 +325,32 @@ def test_workers_folding_packs_give_the_statistics_of_one_fold(tmp_path, run, in
             a, b = ds.kll_doubles_sketch.deserialize(a), ds.kll_doubles_sketch.deserialize(b)
             assert (a.n, a.get_min_value(), a.get_max_value()) == \
                 (b.n, b.get_min_value(), b.get_max_value())
+
+
+def test_a_column_in_two_time_units_has_no_table_histogram(tmp_path, run):
+    """A timestamp[ms] file's histogram and quantile sketch count milliseconds, a
+    timestamp[us] table's microseconds: no power-of-two grid converts one into the other, and
+    once their merge counted the ms file's values in 1970. The table then keeps neither for
+    the column (bounds and exact quantiles stay right), from scratch and incrementally, and
+    has them again once one unit remains."""
+    import lakestats
+    from lakestats.core.errors import StatisticsMissing
+    base = 1_700_000_000_000_000
+    us = pa.array(base + np.arange(100, dtype=np.int64) * 1_000_000, pa.timestamp("us"))
+    ms = pa.array(base // 1000 + np.arange(100, dtype=np.int64) * 1000 + 50_000,
+                  pa.timestamp("ms"))
+    write(tmp_path / "us.parquet", pa.table({"t": us}))
+    run(tmp_path)
+    assert sum(b["count"] for b in lakestats.open(str(tmp_path)).histogram("t")["bins"]) == 100
+    write(tmp_path / "ms.parquet", pa.table({"t": ms}))
+    for exact in (False, True):
+        run(tmp_path, exact=exact)
+        table = lakestats.open(str(tmp_path))
+        with pytest.raises(StatisticsMissing, match="different units"):
+            table.histogram("t")
+        [column] = table.show(columns=["t"])["columns"]
+        assert (column["min"], column["max"]) == ("2023-11-14T22:13:20.000000",
+                                                  "2023-11-14T22:15:49.000000")
+    (tmp_path / "ms.parquet").unlink()
+    run(tmp_path, exact=True)
+    assert sum(b["count"] for b in lakestats.open(str(tmp_path)).histogram("t")["bins"]) == 100

@@ -26,11 +26,11 @@ from lakestats.algorithms.partitions.fold import Folds
 from lakestats.core import histogram as hist
 from lakestats.core import schema
 from lakestats.core import types as ty
-from lakestats.core.binning import binning_values
+from lakestats.core.binning import binning_unit, binning_values
 from lakestats.core.errors import DataCorrupt
 from lakestats.metastore import files
 from lakestats.metastore.histograms import histograms_table, read_histograms
-from lakestats.metastore.index import retyped
+from lakestats.metastore.index import retyped, schemas
 from lakestats.metastore.layout import STATISTICS
 from lakestats.metastore.store import Store
 
@@ -131,12 +131,15 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
     total_rows = int(pc.sum(index["row_count"]).as_py() or 0)
     folded = Folds(table, max_bins, itertools.chain([base] if base else [], added))
     removed = [read_histograms(h) for h in removed]
+    unbinned = _other_units(index, table)
     out, histograms = [], []
     for k, field in enumerate(table):
         struct = index[schema.index_column_name(k)].combine_chunks()
         row = _reduce_row(field, struct.filter(struct.is_valid()), total_rows)
         row.update(folded.sketches(field.name))
-        if ty.kind_of(field.type) in ty.BINNED_KINDS:
+        if field.name in unbinned:
+            row["quantile_sketch"] = None
+        elif ty.kind_of(field.type) in ty.BINNED_KINDS:
             merged = hist.subtract(folded.histogram(field.name),
                                    [h.get(field.name) for h in removed],
                                    _binned_range(struct) if removed else None)
@@ -146,6 +149,15 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
         out.append(row)
     return TableStats(table, total_rows, files.statistics_table(out, table, total_rows),
                       histograms_table(histograms))
+
+
+def _other_units(index: pa.Table, table: pa.Schema) -> set[str]:
+    """The columns a partition types in another unit than the table (timestamp[ms] beside
+    timestamp[us]): its histogram and quantile sketch count that unit's steps, which no
+    power-of-two grid converts exactly, so the table keeps neither for such a column (its
+    frequencies, bounds and exact quantiles are the table type's)."""
+    return {f.name for _, f, wider in retyped(schemas(index), table)
+            if binning_unit(f.type) != binning_unit(wider)}
 
 
 def _binned_range(struct: pa.StructArray) -> tuple | None:
