@@ -128,6 +128,10 @@ def _wider(a: pa.DataType | None, b: pa.DataType | None) -> pa.DataType | None:
 def infer(values: Iterable[str | None]) -> pa.DataType:
     """The type of a directory column from its values, as Spark infers it: a column whose
     every value is null (the default partition) is a string, as Spark makes its NullType."""
+    values = [v for v in values if v is not None and v != DEFAULT_PARTITION]
+    for t in (pa.int32(), pa.int64(), pa.date32()):   # the common cases, a value's test each
+        if values and infer_as(values, t):
+            return t
     return functools.reduce(_wider, map(_value_type, values), None) or pa.string()
 
 
