@@ -129,4 +129,3 @@ def struct_fields_opaque(node: E.Expression, columns: set[str]) -> E.Expression:
             return E.Anonymous(this="struct_field", expressions=[E.Literal.string(n.sql())])
         return n
     return node.transform(opaque)
-
