@@ -17,8 +17,7 @@ from lakestats.errors import CliError, UsageError, is_usage, message_of
 from lakestats.flags import settings_of
 from lakestats.monostore.report import ComputeFailed
 
-render = lookup_process.lazy("lakestats.render")
-
+render = lookup_process.lazy("lakestats.render")     # rich: only for a terminal
 EXIT_FAILED = 1
 # commands that only read statistics: their process is set up for it (lakestats.lookup_process)
 LOOKUPS = {"show", "partitions", "histogram", "frequencies", "prune", "prune-query",

@@ -148,26 +148,6 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     return result
 
 
-def refused_alone(stats: StatisticsReader, conjuncts: list[str], order_by: str | None = None
-                  ) -> tuple[list[str], bool]:
-    """The conjuncts (Spark SQL, each parsed alone) a plan over these statistics refuses, and
-    whether it refuses the order's column: for a caller whose engine checked them against
-    its own types (Spark's columns of files landed since the statistics, its timestamp
-    directories), to leave those to the engine."""
-    schema = stats.schema()
-    nodes = [parse(c) for c in conjuncts]
-    order = parse_order(order_by)
-    wanted = set().union(*map(columns_of, nodes)) | ({order[0]} if order else set())
-    hive = Partitions.of(stats, wanted, None).hive_names - set(schema.names)
-    out = []
-    for conjunct, node in zip(conjuncts, nodes):
-        try:
-            validate(node, schema, hive)
-        except PredicateError:
-            out.append(conjunct)
-    return out, order is not None and order[0] not in schema.names and order[0] not in hive
-
-
 # -- rows that certainly match
 
 

@@ -26,8 +26,10 @@ from lakestats.metastore.store import Store
 from lakestats.pruning import PruneResult
 from lakestats.pruning import prune as prune_files
 from lakestats.pruning.freshness import freshness
-from lakestats.pruning.plan import refused_alone
-from lakestats.pruning.predicate import PredicateError, parse
+from lakestats.pruning.plan import parse_order
+from lakestats.pruning.predicate import PredicateError, columns_of, parse
+from lakestats.pruning.validate import validate
+from lakestats.pruning.views import Partitions
 from lakestats.spark_bridge.catalog import lakestats_uri, spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
 from lakestats.spark_bridge.native import (FIELD_IDS, needs_field_ids, partition_texts,
@@ -130,7 +132,7 @@ class Planner:
             # Spark checked the filter against its own types: what the statistics type
             # otherwise (a column of files landed since, a directory of timestamps) is left to
             # Spark, and so are LIMIT and top-k, which need the whole filter or the column
-            refused, order_refused = refused_alone(_published(uri, root), pushed, order)
+            refused, order_refused = _refused_alone(_published(uri, root), pushed, order)
             if not (refused or order_refused):
                 raise
             pushed = [c for c in pushed if c not in refused]
@@ -199,6 +201,26 @@ def _readable(pushed: list[str], not_pushed: list[str]) -> tuple[list[str], list
         except PredicateError:
             not_pushed = not_pushed + [conjunct]
     return ok, not_pushed
+
+
+def _refused_alone(stats: StatisticsReader, conjuncts: list[str], order_by: str | None = None
+                   ) -> tuple[list[str], bool]:
+    """The conjuncts (Spark SQL, each parsed alone) a plan over these statistics refuses, and
+    whether it refuses the order's column: for a caller whose engine checked them against
+    its own types (Spark's columns of files landed since the statistics, its timestamp
+    directories), to leave those to the engine."""
+    schema = stats.schema()
+    nodes = [parse(c) for c in conjuncts]
+    order = parse_order(order_by)
+    wanted = set().union(*map(columns_of, nodes)) | ({order[0]} if order else set())
+    hive = Partitions.of(stats, wanted, None).hive_names - set(schema.names)
+    out = []
+    for conjunct, node in zip(conjuncts, nodes):
+        try:
+            validate(node, schema, hive)
+        except PredicateError:
+            out.append(conjunct)
+    return out, order is not None and order[0] not in schema.names and order[0] not in hive
 
 
 def _where(conjuncts: list[str]) -> str | None:
