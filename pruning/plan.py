@@ -108,10 +108,7 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     partitions = Partitions.of(stats, wanted, None)
     hive = partitions.hive_names - set(schema.names)
     try:
-        if node is not None:
-            validate(node, schema, hive)
-        if order and order[0] not in schema.names and order[0] not in hive:
-            raise UnresolvedColumn(unknown_column(order[0], schema.names + sorted(hive)))
+        check(node, order, schema, hive)
     except UnresolvedColumn as e:
         landed = freshness(uri, stats.manifest, partitions.index, assume_current, listed).unknown
         if landed:
@@ -146,6 +143,16 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     result.skipped = [paths[i] for i in np.flatnonzero(described).tolist()
                       if paths[i] not in held]
     return result
+
+
+def check(node: E.Expression | None, order: tuple[str, bool] | None, schema: pa.Schema,
+          hive: set[str]) -> None:
+    """PredicateError unless Spark would accept the predicate and the order's column over
+    this schema and these directory columns (pruning.validate)."""
+    if node is not None:
+        validate(node, schema, hive)
+    if order and order[0] not in schema.names and order[0] not in hive:
+        raise UnresolvedColumn(unknown_column(order[0], schema.names + sorted(hive)))
 
 
 # -- rows that certainly match

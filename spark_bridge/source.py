@@ -26,9 +26,8 @@ from lakestats.metastore.store import Store
 from lakestats.pruning import PruneResult
 from lakestats.pruning import prune as prune_files
 from lakestats.pruning.freshness import freshness
-from lakestats.pruning.plan import parse_order
+from lakestats.pruning.plan import check, parse_order
 from lakestats.pruning.predicate import PredicateError, columns_of, parse
-from lakestats.pruning.validate import validate
 from lakestats.pruning.views import Partitions
 from lakestats.spark_bridge.catalog import lakestats_uri, spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
@@ -214,13 +213,16 @@ def _refused_alone(stats: StatisticsReader, conjuncts: list[str], order_by: str 
     order = parse_order(order_by)
     wanted = set().union(*map(columns_of, nodes)) | ({order[0]} if order else set())
     hive = Partitions.of(stats, wanted, None).hive_names - set(schema.names)
-    out = []
-    for conjunct, node in zip(conjuncts, nodes):
-        try:
-            validate(node, schema, hive)
-        except PredicateError:
-            out.append(conjunct)
-    return out, order is not None and order[0] not in schema.names and order[0] not in hive
+    return ([c for c, node in zip(conjuncts, nodes) if _refuses(node, None, schema, hive)],
+            _refuses(None, order, schema, hive))
+
+
+def _refuses(node, order, schema, hive) -> bool:
+    try:
+        check(node, order, schema, hive)
+        return False
+    except PredicateError:
+        return True
 
 
 def _where(conjuncts: list[str]) -> str | None:
