@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Callable, Iterator
+from typing import Collection, Iterator, Protocol
 
 import datasketches as ds
 import numpy as np
@@ -18,6 +18,14 @@ from lakestats.core.binning import from_binning
 
 HELD = 262_144          # distinct values sorted in memory at once
 SAMPLE = 4_096          # about this many splitters cut a longer list into buckets
+
+
+class Batches(Protocol):
+    """A frequency list's (texts, counts) batches, the same each call: all of them, or those
+    at the `only` ordinals, in order."""
+
+    def __call__(self, only: Collection[int] | None = None
+                 ) -> Iterator[tuple[pa.Array, np.ndarray]]: ...
 
 
 def position(q: float, n: int) -> int:
@@ -37,13 +45,13 @@ def from_counts(texts: pa.Array, counts: np.ndarray, arrow_type: pa.DataType,
             else None for q in qs]
 
 
-def from_count_batches(batches: Callable[[], Iterator[tuple[pa.Array, np.ndarray]]],
-                       rows: int, arrow_type: pa.DataType, qs: list[float]
+def from_count_batches(batches: Batches, rows: int, arrow_type: pa.DataType, qs: list[float]
                        ) -> list[str | None]:
     """from_counts over (texts, counts) batches, `rows` in all (an upper bound), holding about
-    HELD values at most: a longer list is read three times, for splitters (every stride-th
-    value: a list orders equal frequencies by value, so these spread evenly), for the counts
-    between splitters, and for the buckets that hold the quantiles, sorted alone."""
+    HELD values at most: a longer list is read for splitters (every stride-th value: a list
+    orders equal frequencies by value, so these spread evenly), then for each value's bucket
+    between splitters (kept, a small integer a value), and last only in the batches that
+    hold a quantile's bucket, which is sorted alone."""
     if rows <= HELD:
         parts = list(batches())
         if not parts:
@@ -57,18 +65,23 @@ def from_count_batches(batches: Callable[[], Iterator[tuple[pa.Array, np.ndarray
     splitters = ty.from_text(pa.concat_arrays(sample), arrow_type)
     splitters = splitters.take(pc.sort_indices(splitters))
     weights = np.zeros(len(splitters) + 1, np.int64)
+    buckets = []
     for texts, counts in batches():
-        weights += np.bincount(_buckets(ty.from_text(texts, arrow_type), splitters),
-                               weights=counts, minlength=len(weights)).astype(np.int64)
+        buckets.append(_buckets(ty.from_text(texts, arrow_type), splitters))
+        weights += np.bincount(buckets[-1], weights=counts, minlength=len(weights)
+                               ).astype(np.int64)
     cumulative = np.cumsum(weights)
     n = int(cumulative[-1])
     if not n:
         return [None] * len(qs)
     targets = {q: int(np.searchsorted(cumulative, position(q, n))) for q in qs}
-    held: dict[int, list[tuple[pa.Array, np.ndarray]]] = {b: [] for b in targets.values()}
-    for texts, counts in batches():
-        for b, mine in _in_buckets(ty.from_text(texts, arrow_type), splitters, list(held)):
-            held[b].append((texts.filter(mine), counts[mine.to_numpy(zero_copy_only=False)]))
+    wanted = np.array(sorted(set(targets.values())))
+    reread = {k for k, b in enumerate(buckets) if np.isin(b, wanted).any()}
+    held: dict[int, list[tuple[pa.Array, np.ndarray]]] = {b: [] for b in wanted.tolist()}
+    for k, (texts, counts) in zip(sorted(reread), batches(reread)):
+        for b in held:
+            mine = buckets[k] == b
+            held[b].append((texts.filter(mine), counts[mine]))
     out = []
     for q, b in targets.items():
         below = int(cumulative[b - 1]) if b else 0
@@ -78,30 +91,14 @@ def from_count_batches(batches: Callable[[], Iterator[tuple[pa.Array, np.ndarray
     return out
 
 
-def _in_buckets(values: pa.Array, splitters: pa.Array, wanted: list[int]
-                ) -> Iterator[tuple[int, pa.BooleanArray]]:
-    """Which values fall in each wanted bucket: by two comparisons with its splitters, or, for
-    floats (NaN compares with nothing, yet sorts last), by sorting."""
-    if pa.types.is_floating(values.type):
-        bucket = _buckets(values, splitters)
-        yield from ((b, pa.array(bucket == b)) for b in wanted)
-        return
-    for b in wanted:
-        mine = pa.array(np.ones(len(values), bool))
-        if b > 0:
-            mine = pc.and_(mine, pc.greater_equal(values, splitters[b - 1]))
-        if b < len(splitters):
-            mine = pc.and_(mine, pc.less(values, splitters[b]))
-        yield b, mine
-
-
 def _buckets(values: pa.Array, splitters: pa.Array) -> np.ndarray:
     """For each value, how many of the (sorted) splitters are at most it: Arrow's stable sort
-    of splitters and values together orders them as a quantile lookup does."""
+    of splitters and values together orders them as a quantile lookup does (NaN last, which
+    compares with nothing), in the smallest integer type that holds it."""
     together = pc.sort_indices(pa.concat_arrays([splitters, values])).to_numpy()
     is_splitter = together < len(splitters)
     at_most = np.cumsum(is_splitter)
-    out = np.empty(len(values), np.int64)
+    out = np.empty(len(values), np.min_scalar_type(len(splitters)))
     out[together[~is_splitter] - len(splitters)] = at_most[~is_splitter]
     return out
 

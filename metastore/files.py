@@ -6,7 +6,7 @@ import base64
 import bisect
 import json
 import math
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -238,16 +238,17 @@ class FrequencyFile:
         return pa.concat_tables(parts).slice(0, k) if parts \
             else schema.FREQUENCIES_SCHEMA.empty_table().select(["value", "frequency"])
 
-    def batches(self, column: str) -> tuple[int, Callable[[], Iterator[pa.Table]]]:
+    def batches(self, column: str
+                ) -> tuple[int, Callable[[Collection[int] | None], Iterator[pa.Table]]]:
         """A column's (value, frequency) rows a row group at a time, in file order, as often
-        as asked, and how many rows those row groups hold (the column's, unless it shares
-        them)."""
+        as asked (all, or the `only` ordinals of them), and how many rows those row groups
+        hold (the column's, unless it shares them)."""
         groups = self.groups([column])
         alone = {i for i in groups if self._names[i] == (column, column)}
         parquet = self.parquet
 
-        def batches() -> Iterator[pa.Table]:
-            for i in groups:
+        def batches(only: Collection[int] | None = None) -> Iterator[pa.Table]:
+            for i in groups if only is None else [groups[k] for k in sorted(only)]:
                 if i in alone:          # the column's alone: its names need no decoding
                     yield parquet.read_row_group(i, columns=["value", "frequency"])
                     continue

@@ -320,8 +320,9 @@ class StatisticsReader:
         rows, batches = self._open(self._frequencies_dir(column, None), FREQUENCIES).batches(
             column)
         return quantiles.from_count_batches(
-            lambda: ((t["value"].combine_chunks(), t["frequency"].to_numpy())
-                     for t in batches()), rows, self.schema().field(column).type, qs)
+            lambda only=None: ((t["value"].combine_chunks(), t["frequency"].to_numpy())
+                               for t in batches(only)), rows, self.schema().field(column).type,
+            qs)
 
     def _ranks(self) -> pq.ParquetFile | None:
         return ranks.open_ranks(self.version_dir(), self.manifest,

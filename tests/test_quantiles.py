@@ -55,16 +55,47 @@ def test_batched_quantiles_equal_duckdb(kind, held, monkeypatch):
     texts, counts = frequency_list(values)
     passes = []
 
-    def batches():
-        passes.append(1)
-        return ((texts.slice(i, 700), counts[i:i + 700]) for i in range(0, len(texts), 700))
+    def batches(only=None):
+        starts = range(0, len(texts), 100)
+        passes.append(len(starts) if only is None else len(only))
+        return ((texts.slice(starts[k], 100), counts[starts[k]:starts[k] + 100])
+                for k in (range(len(starts)) if only is None else sorted(only)))
 
     got = quantiles.from_count_batches(batches, len(texts), values.type, QS)
+    everything = -(-len(texts) // 100)
+    assert passes[:2] == [everything] * min(2, len(passes))
     assert len(passes) == (1 if held > len(texts) else 3)
     data = pa.table({"v": values})  # noqa: F841 (DuckDB reads it by name)
     truth = duckdb.sql(f"SELECT quantile_disc(v, {QS}) FROM data").fetchall()[0][0]
     expected = ty.to_text(pa.array(truth, values.type)).to_pylist()
     assert got == expected
+
+
+def test_a_long_list_reads_again_only_the_batches_of_a_quantile(monkeypatch):
+    """Mostly distinct values (a comment column): a quantile's bucket lies in a batch or two
+    of the list, and only those are read a third time."""
+    monkeypatch.setattr(quantiles, "HELD", 500)
+    monkeypatch.setattr(quantiles, "SAMPLE", 64)
+    values = pa.array([f"comment {i * 7919 % 10_000:05d} é" for i in range(10_000)]
+                      + ["repeated"] * 40 + ["comment 00042 é"] * 3)
+    listed = pa.table({"v": values}).group_by("v").aggregate([("v", "count")]).sort_by(
+        [("v_count", "descending"), ("v", "ascending")])      # as lists are written
+    texts, counts = listed["v"].combine_chunks(), listed["v_count"].to_numpy()
+    read = []
+
+    def batches(only=None):
+        starts = range(0, len(texts), 250)
+        wanted = range(len(starts)) if only is None else sorted(only)
+        read.append(len(wanted))
+        return ((texts.slice(starts[k], 250), counts[starts[k]:starts[k] + 250])
+                for k in wanted)
+
+    data = pa.table({"v": values})  # noqa: F841 (DuckDB reads it by name)
+    for q in (0.0, 0.5, 0.999, 1.0):
+        read.clear()
+        truth = duckdb.sql(f"SELECT quantile_disc(v, {q}) FROM data").fetchall()[0][0]
+        assert quantiles.from_count_batches(batches, len(texts), values.type, [q]) == [truth]
+        assert read[:2] == [41, 41] and read[2] <= 3
 
 
 def test_an_empty_list_has_no_quantiles():
