@@ -1,7 +1,8 @@
 """Pruned reads: a DataFrame over only the data files a query can need (pruning.plan).
 
 The predicate, order and limit are applied by Spark as well, so results equal those of the same
-query over every file; `df.inputFiles()` lists the files kept. Local tables, and S3 tables when
+query over every file (Hive directory values typed over every directory, as Spark types them);
+`df.inputFiles()` lists the files kept. Local tables, and S3 tables when
 Spark has the S3A filesystem, are read by Spark itself. Without S3A (a bare local PySpark), S3
 files are read through Arrow and handed to Spark: same rows, no input files to list. So are
 a table format's files, with the rows its reader defines (deletes applied).
@@ -78,9 +79,16 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
     uri = spark_uri(table)
     if every:
         return spark.read.parquet(uri)
-    if not kept:
-        return _empty(spark, table)
     reader = spark.read.option("basePath", uri)      # Hive directories stay columns
+    if not kept or any("=" in rel.rpartition("/")[0] for rel in kept):
+        # Spark types directory values over the directories it lists: over the kept files'
+        # alone, p=05 would be 5, not the whole table's '05'. Its columns are the table's.
+        whole = _whole_schema(spark, uri)
+        if whole is None:
+            return _empty(spark, table)
+        if not kept:
+            return spark.createDataFrame([], whole)
+        reader = reader.schema(whole)
     # past this many paths Spark lists them with a job of one task each; files need none
     threshold = "spark.sql.sources.parallelPartitionDiscovery.threshold"
     saved = spark.conf.get(threshold)
@@ -104,6 +112,15 @@ def _order(order_by: str):
     from pyspark.sql import functions as F
     column, descending = parse_order(order_by)
     return [F.col(column).desc() if descending else F.col(column).asc()]
+
+
+def _whole_schema(spark, uri: str):
+    """The table's schema as Spark reads the whole directory (None: no file to read it from)."""
+    from pyspark.errors import AnalysisException
+    try:
+        return spark.read.parquet(uri).schema
+    except AnalysisException:      # UNABLE_TO_INFER_SCHEMA: no data file
+        return None
 
 
 def has_s3a(spark) -> bool:

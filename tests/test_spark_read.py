@@ -90,3 +90,22 @@ def test_read_on_s3_matches_a_full_scan(tmp_path, spark, run, s3_endpoint):
                                 limit=3, assume_current=assume_current)
         assert top.schema["n"].dataType == local.schema["n"].dataType
         assert [r.n for r in top.collect()] == [10, 10, 10]
+
+
+def test_read_types_directories_over_the_whole_table(tmp_path, spark, run):
+    """Spark types a directory's values over the directories it lists: read over the kept
+    files alone, p=05 would be 5 where the whole table, with p=abc, makes it '05'; an empty
+    read has the whole table's columns too."""
+    for p, x in (("05", 200), ("10", 300), ("abc", 1)):
+        write(tmp_path / "mixed" / f"p={p}" / "f.parquet", pa.table({"x": pa.array([x])}))
+    for p in (1, 2):
+        write(tmp_path / "ints" / f"p={p}" / "f.parquet", pa.table({"x": pa.array([p])}))
+    for name, where in (("mixed", "x = 200"), ("mixed", "x > 100"), ("ints", "x > 5")):
+        uri = str(tmp_path / name)
+        run(uri)
+        pruned = spark_bridge.read(spark, uri, where=where, order_by="p ASC")
+        whole = spark.read.parquet(uri).where(where).orderBy("p")
+        assert pruned.schema == whole.schema
+        assert pruned.collect() == whole.collect()
+    assert spark_bridge.read(spark, str(tmp_path / "mixed"), where="x = 200").inputFiles() \
+        == [f"file://{tmp_path}/mixed/p=05/f.parquet"]
