@@ -49,9 +49,9 @@ def from_count_batches(batches: Batches, rows: int, arrow_type: pa.DataType, qs:
                        ) -> list[str | None]:
     """from_counts over (texts, counts) batches, `rows` in all (an upper bound), holding about
     HELD values at most: a longer list is read for splitters (every stride-th value: a list
-    orders equal frequencies by value, so these spread evenly), then for each value's bucket
-    between splitters (kept, a small integer a value), and last only in the batches that
-    hold a quantile's bucket, which is sorted alone."""
+    orders equal frequencies by value, so these spread evenly), then for the counts between
+    splitters (noting which buckets each batch holds: a bit each), and last only in the
+    batches that hold a quantile's bucket, which is sorted alone."""
     if rows <= HELD:
         parts = list(batches())
         if not parts:
@@ -65,22 +65,24 @@ def from_count_batches(batches: Batches, rows: int, arrow_type: pa.DataType, qs:
     splitters = ty.from_text(pa.concat_arrays(sample), arrow_type)
     splitters = splitters.take(pc.sort_indices(splitters))
     weights = np.zeros(len(splitters) + 1, np.int64)
-    buckets = []
+    present = []            # per batch, a bit per bucket it holds values of
     for texts, counts in batches():
-        buckets.append(_buckets(ty.from_text(texts, arrow_type), splitters))
-        weights += np.bincount(buckets[-1], weights=counts, minlength=len(weights)
-                               ).astype(np.int64)
+        batch = np.bincount(_buckets(ty.from_text(texts, arrow_type), splitters),
+                            weights=counts, minlength=len(weights)).astype(np.int64)
+        weights += batch
+        present.append(np.packbits(batch > 0))
     cumulative = np.cumsum(weights)
     n = int(cumulative[-1])
     if not n:
         return [None] * len(qs)
     targets = {q: int(np.searchsorted(cumulative, position(q, n))) for q in qs}
-    wanted = np.array(sorted(set(targets.values())))
-    reread = {k for k, b in enumerate(buckets) if np.isin(b, wanted).any()}
-    held: dict[int, list[tuple[pa.Array, np.ndarray]]] = {b: [] for b in wanted.tolist()}
-    for k, (texts, counts) in zip(sorted(reread), batches(reread)):
+    held: dict[int, list[tuple[pa.Array, np.ndarray]]] = {b: [] for b in targets.values()}
+    reread = [k for k, bits in enumerate(present)
+              if np.unpackbits(bits, count=len(weights))[list(held)].any()]
+    for texts, counts in batches(reread):
+        bucket = _buckets(ty.from_text(texts, arrow_type), splitters)
         for b in held:
-            mine = buckets[k] == b
+            mine = bucket == b
             held[b].append((texts.filter(mine), counts[mine]))
     out = []
     for q, b in targets.items():
@@ -94,11 +96,11 @@ def from_count_batches(batches: Batches, rows: int, arrow_type: pa.DataType, qs:
 def _buckets(values: pa.Array, splitters: pa.Array) -> np.ndarray:
     """For each value, how many of the (sorted) splitters are at most it: Arrow's stable sort
     of splitters and values together orders them as a quantile lookup does (NaN last, which
-    compares with nothing), in the smallest integer type that holds it."""
+    compares with nothing)."""
     together = pc.sort_indices(pa.concat_arrays([splitters, values])).to_numpy()
     is_splitter = together < len(splitters)
     at_most = np.cumsum(is_splitter)
-    out = np.empty(len(values), np.min_scalar_type(len(splitters)))
+    out = np.empty(len(values), np.int64)
     out[together[~is_splitter] - len(splitters)] = at_most[~is_splitter]
     return out
 
