@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakestats.core import types as ty
 from lakestats.formats import FormatError, Snapshot, hive
@@ -75,7 +74,8 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
                               next(iter(snapshot.files), None))
     if table.is_s3 and not has_s3a(spark):
         return _through_arrow(spark, table, [listed[rel] for rel in kept] if listed else
-                              hive.with_columns([DataFile(rel, 0, "") for rel in kept]))
+                              hive.with_columns([DataFile(rel, 0, "") for rel in kept]),
+                              first=listed[next(iter(listed))] if listed else None)
     uri = spark_uri(table)
     if every:
         return spark.read.parquet(uri)
@@ -164,9 +164,10 @@ def _as_table(rows: pa.Table, file: DataFile, columns: list[str] | None) -> pa.T
 
 
 def _empty(spark, table: Store, first: DataFile | None = None):
-    """No file can match: an empty DataFrame with the table's columns."""
-    first = first or next(iter(table.list_files()), None)
+    """No file can match: an empty DataFrame with the table's columns (those of `first`, a
+    listed file, its Hive values typed over the table; else of the first file listed now)."""
+    first = first or next(iter(hive.listed(table.list_entries())), None)
     if first is None:
         return spark.createDataFrame([], "value string")
-    schema = pq.read_schema(table.fs.open_input_file(table.path(first.rel_path)))
+    schema = open_rows(table, first.rel_path, first.reading).schema
     return _frame(spark, _as_table(schema.empty_table(), first, None))

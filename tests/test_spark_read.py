@@ -90,6 +90,9 @@ def test_read_on_s3_matches_a_full_scan(tmp_path, spark, run, s3_endpoint):
                                 limit=3, assume_current=assume_current)
         assert top.schema["n"].dataType == local.schema["n"].dataType
         assert [r.n for r in top.collect()] == [10, 10, 10]
+        none = spark_bridge.read(spark, "s3://pruned/typed", where="n > 100",
+                                 assume_current=assume_current)
+        assert none.schema == local.schema and none.count() == 0
 
 
 def test_read_types_directories_over_the_whole_table(tmp_path, spark, run):
