@@ -81,7 +81,7 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
         return spark.read.parquet(uri)
     reader = spark.read.option("basePath", uri)      # Hive directories stay columns
     if not kept or any("=" in rel.rpartition("/")[0] for rel in kept):
-        # Spark types directory values over the directories it lists: over the kept files'
+        # Spark types directory values over the directories it lists: over the kept files
         # alone, p=05 would be 5, not the whole table's '05'. Its columns are the table's.
         whole = _whole_schema(spark, uri)
         if whole is None:
