@@ -258,10 +258,12 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
     values. With a previous version, its sketches and histograms take the added partitions'
     and give back the removed ones' (histograms exactly, sketches not: they cannot be taken
     apart); without one, under --exact, or when a histogram's grid must change, every
-    partition's are folded anew."""
+    partition's are folded anew; so are they when a column's time unit changed (the previous
+    version's histogram counts another unit's steps, or it kept none)."""
     max_bins = settings.partition.max_bins
     stale = bool(previous and (removed or previous.manifest.sketches_stale))
-    if previous and not (settings.exact and stale):
+    if previous and not (settings.exact and stale) and not reduce.units_differ(
+            previous.index, previous.schema, table_schema):
         base = (previous.statistics, previous.directory.read_parquet(HISTOGRAMS))
         gone = [layout.partition(p, previous.entries[p]["fingerprint"]).read_parquet(HISTOGRAMS)
                 for p in sorted(removed)]

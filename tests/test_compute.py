@@ -332,7 +332,8 @@ def test_a_column_in_two_time_units_has_no_table_histogram(tmp_path, run):
     timestamp[us] table's microseconds: no power-of-two grid converts one into the other, and
     once their merge counted the ms file's values in 1970. The table then keeps neither for
     the column (bounds and exact quantiles stay right), from scratch and incrementally, and
-    has them again once one unit remains."""
+    has them again once one unit remains, incrementally too: a version's histogram is not
+    carried into a version of another unit, nor one it does not have."""
     import lakestats
     from lakestats.core.errors import StatisticsMissing
     base = 1_700_000_000_000_000
@@ -351,6 +352,12 @@ def test_a_column_in_two_time_units_has_no_table_histogram(tmp_path, run):
         [column] = table.show(columns=["t"])["columns"]
         assert (column["min"], column["max"]) == ("2023-11-14T22:13:20.000000",
                                                   "2023-11-14T22:15:49.000000")
-    (tmp_path / "ms.parquet").unlink()
-    run(tmp_path, exact=True)
+    (tmp_path / "ms.parquet").unlink()      # incremental: the last version kept none to update
+    run(tmp_path)
     assert sum(b["count"] for b in lakestats.open(str(tmp_path)).histogram("t")["bins"]) == 100
+    write(tmp_path / "us.parquet", pa.table({"t": ms}))     # the table's unit: us -> ms
+    run(tmp_path)
+    write(tmp_path.parent / "scratch" / "ms.parquet", pa.table({"t": ms}))
+    run(tmp_path.parent / "scratch")
+    assert lakestats.open(str(tmp_path)).histogram("t")["bins"] == \
+        lakestats.open(str(tmp_path.parent / "scratch")).histogram("t")["bins"]

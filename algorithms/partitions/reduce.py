@@ -151,6 +151,15 @@ def reduce(index: pa.Table, table: pa.Schema, max_bins: int,
                       histograms_table(histograms))
 
 
+def units_differ(previous_index: pa.Table, previous: pa.Schema, table: pa.Schema) -> bool:
+    """Whether a version's histograms and quantile sketches cannot be carried into the next
+    one: a column it binned in another unit than the next table types it in, or one it kept
+    none of (_other_units) that the next may bin."""
+    return bool(_other_units(previous_index, previous)) or any(
+        binning_unit(f.type) != binning_unit(table.field(f.name).type)
+        for f in previous if f.name in table.names)
+
+
 def _other_units(index: pa.Table, table: pa.Schema) -> set[str]:
     """The columns a partition types in another unit than the table (timestamp[ms] beside
     timestamp[us]): its histogram and quantile sketch count that unit's steps, which no
