@@ -154,18 +154,61 @@ def _timestamp_text(arr: pa.Array) -> pa.Array:
     ticks = pc.fill_null(arr.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
     secs, fraction = np.divmod(ticks, 10 ** digits)
     null = arr.is_null().to_numpy(zero_copy_only=False)
-    seconds = pa.array(secs, pa.timestamp("s", tz), mask=null)
-    local = seconds if tz is None else pc.local_timestamp(seconds)
+    offsets = None if tz is None else _utc_offsets(secs, null, tz)
+    local = pa.array(secs if offsets is None else secs + offsets, pa.timestamp("s"), mask=null)
     # Arrow's cast writes "YYYY-MM-DD hh:mm:ss", the same digits as strftime, ten times faster
     text = pc.replace_substring(local.cast(pa.string()), " ", "T", max_replacements=1)
     if digits:
         text = pc.binary_join_element_wise(text, _padded(fraction, digits), ".")
-    if tz is None:
+    if offsets is None:
         return text
-    offsets = pc.fill_null(local.view(pa.int64()), 0).to_numpy(zero_copy_only=False) - secs
     distinct, which = np.unique(offsets, return_inverse=True)      # a zone has few offsets
     return pc.binary_join_element_wise(text, pa.array(
         map(_offset_text, distinct.tolist()), pa.string()).take(which.ravel()), "")
+
+
+# Arrow takes a zone's offsets from its listed transitions alone, which the zone database
+# writes up to 2037; later instants get the last listed offset (standard time all year).
+# Python's zoneinfo also follows the zone's rule for later years, so it answers for those.
+_LISTED_UNTIL = int(dt.datetime(2037, 1, 1, tzinfo=dt.timezone.utc).timestamp())
+
+
+def _utc_offsets(secs: np.ndarray, null: np.ndarray, tz: str) -> np.ndarray:
+    """Seconds east of UTC of each instant (whole seconds since the epoch) in zone `tz`."""
+    seconds = pa.array(secs, pa.timestamp("s", tz), mask=null)
+    offsets = pc.fill_null(pc.local_timestamp(seconds).view(pa.int64()), 0).to_numpy(
+        zero_copy_only=False) - secs
+    late = np.flatnonzero((secs >= _LISTED_UNTIL) & ~null)
+    zone = _named_zone(tz) if late.size else None
+    if zone is None:
+        return offsets
+    # A zone's rule changes its offset a few times a year: a UTC day whose two ends share an
+    # offset has it throughout, so zoneinfo is asked twice a day and once per instant only on
+    # the days of a change.
+    days, which = np.unique(secs[late] // 86_400, return_inverse=True)
+    first, last = (np.array([_offset_at(int(d) * 86_400 + s, zone) for d in days], object)
+                   for s in (0, 86_399))
+    same = (first == last)[which.ravel()]
+    found = np.where(same, first[which.ravel()], None)
+    found[~same] = [_offset_at(int(s), zone) for s in secs[late[~same]]]
+    known = found != None                                           # noqa: E711 (elementwise)
+    offsets[late[known]] = found[known].astype(np.int64)
+    return offsets
+
+
+def _named_zone(tz: str):
+    import zoneinfo
+    try:
+        return zoneinfo.ZoneInfo(tz)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return None                                 # a fixed offset such as "+05:30"
+
+
+def _offset_at(seconds: int, zone) -> int | None:
+    try:
+        return int(dt.datetime.fromtimestamp(seconds, zone).utcoffset().total_seconds())
+    except (OverflowError, OSError, ValueError):    # beyond year 9999: Arrow's offset stands
+        return None
 
 
 def _offset_text(seconds_east: int) -> str:

@@ -86,7 +86,8 @@ def adversarial(part: int, n: int = 240) -> pa.Table:
                     pa.decimal128(9, 2), True),
         "ts_ny": col({0: [stamp(1970, 1, 1), stamp(2024, 3, 10, 6, 59, 59, 999999),
                           stamp(2024, 3, 10, 7)],      # spring forward: 01:59:59.999999 then 03:00
-                      1: [stamp(2024, 11, 3, 5, 30), stamp(2024, 11, 3, 6, 30)],  # 01:30 twice
+                      1: [stamp(2024, 11, 3, 5, 30), stamp(2024, 11, 3, 6, 30),   # 01:30 twice
+                          stamp(2040, 7, 1, 12)],      # summer time beyond the zone's listing
                       2: [stamp(1800, 1, 1, 12, 0, 1)]},                # local mean time -04:56:02
                      [stamp(2024, 3, 9) + dt.timedelta(minutes=int(i) * 7) for i in ints],
                      pa.timestamp("us", NY)),
