@@ -24,7 +24,7 @@ from lakestats.pruning.freshness import Freshness, freshness
 from lakestats.pruning.join_conditions import conjuncts
 from lakestats.pruning.predicate import StatsView
 from lakestats.pruning.columns import bounds
-from lakestats.pruning.views import candidates, of_candidates
+from lakestats.pruning.views import Partitions, membership_of, of_candidates
 
 STRING_VALUES_MAX = 100_000     # distinct strings a diP lists exactly; beyond, [min, max] zones
 FREQUENCY_READS_MAX = 32        # partitions whose frequencies a string diP reads for its values
@@ -92,10 +92,13 @@ class JoinTable:
                  wanted: set[str], assume_current: bool = False):
         self.name, self.schema = name, schema
         self.index, self.parts, self.member_all = None, [], lambda *_: None
+        self.hive: set[str] = set()         # Hive directory columns beyond the files' own
         if stats is not None:
             columns = sorted(c for c in wanted if c in self.schema.names)
             self.index = stats.partition_index(columns)
-            self.parts, self.member_all = candidates(stats, set(wanted), self.index)
+            partitions = Partitions.of(stats, set(wanted), self.index)
+            self.parts, self.member_all = partitions.candidates, membership_of(partitions)
+            self.hive = partitions.hive_names - set(schema.names)
         self._taint(uri, stats, assume_current)
         self.columns: dict[str, JoinColumn | None] = {}
 

@@ -32,6 +32,8 @@ from lakestats.metastore.reader import NotPublished, StatisticsReader
 from lakestats.pruning.join_extract import extract, parse, tables_named, unnamed
 from lakestats.pruning.join_graph import NOT_IN, JoinGraph, Origin
 from lakestats.pruning.join_tables import JoinTable, TablePruning, comparable, table_schema
+from lakestats.pruning.plan import check
+from lakestats.pruning.predicate import PredicateError
 from lakestats.pruning.temporal import session_zone
 
 MAX_ROUNDS = 8                  # rounds over a cyclic graph's edges
@@ -54,20 +56,23 @@ class QueryPruning:
 
 def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None = None,
                 others: Callable[[list[str]], dict[str, list[str]]] | None = None,
-                assume_current: bool = False, time_zone: str | None = None) -> QueryPruning:
+                assume_current: bool = False, time_zone: str | None = None,
+                check_predicates: bool = True) -> QueryPruning:
     """The files each table of `sql` must be read from (tables: name -> table URI). `others`
     looks up the further tables the query names (names -> their column names, for those it
     knows), such as a Spark catalog's: read as they are, they prune nothing.
     `assume_current`: trust that the statistics describe the tables as they are now
     (pruning.freshness); `time_zone`: the one timestamps without a zone are read in (Spark's
-    session time zone; None: UTC)."""
+    session time zone; None: UTC); `check_predicates`: refuse a scan's predicate as `prune`
+    does (pruning.validate); without, such a predicate prunes nothing, and the engine that
+    runs the query judges it."""
     with session_zone(time_zone):
-        return _prune_query(sql, tables, stats_roots, others, assume_current)
+        return _prune_query(sql, tables, stats_roots, others, assume_current, check_predicates)
 
 
 def _prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None,
                  others: Callable[[list[str]], dict[str, list[str]]] | None,
-                 assume_current: bool) -> QueryPruning:
+                 assume_current: bool, check_predicates: bool) -> QueryPruning:
     started = time.perf_counter()
     tree = parse(sql)
     known = others(unnamed(tree, list(tables))) if others else {}
@@ -84,6 +89,14 @@ def _prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] |
     sources = {name: JoinTable(name, tables[name], s, schemas[name], wanted[name],
                                assume_current)
                for name, s in stats.items()}
+    for scan in graph.scans:        # refused as `prune` refuses it: as Spark would
+        if check_predicates and scan.predicates:
+            source = sources[scan.table]
+            try:
+                check(exp.and_(*scan.predicates), None, source.schema, source.hive)
+            except PredicateError as e:
+                e.args = (f"table {scan.table}: {e}",)
+                raise
     masks = {scan.id: sources[scan.table].local(scan.predicates) for scan in graph.scans}
     for table in sources.values():
         table.report.after_local = _kept_files(table, graph, masks)

@@ -81,15 +81,6 @@ class Candidate:
         return self._partitions.held_count(self.position, column, values)
 
 
-def candidates(stats: StatisticsReader, wanted: set[str], index: pa.Table | None = None
-               ) -> tuple[list[Candidate], MemberAll]:
-    """Every partition of the version, with the statistics of the `wanted` columns, and the
-    membership test of many partitions at once (pruning.evaluator); from `index`, the partition
-    index holding those columns, when the caller has read it."""
-    partitions = Partitions.of(stats, wanted, index)
-    return partitions.candidates, membership_of(partitions)
-
-
 class Partitions(Views):
     """The partitions of a plan, columnar: a column's counts and bounds as arrays over them
     all, read once from the partition index; a partition's StatsView is made only when

@@ -18,6 +18,7 @@ import pytest
 from lakestats import spark_bridge
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.pruning.joins import prune_query
+from lakestats.pruning.predicate import PredicateError
 from tests.tables import write
 
 # date_dim: three partitions of (date_sk, year); the zone maps are those of the digest, and
@@ -333,6 +334,18 @@ def test_nothing_passes_what_it_cannot_reason_about(chain):
         tables = prune_query(query, chain).as_json()["tables"]
         assert tables["s"]["files_after_dips"] == 4, query
         assert tables["r"]["files_after_dips"] == 1, query
+
+
+def test_a_predicate_spark_refuses_is_refused_as_prune_refuses_it(lake):
+    # a literal the column's type cannot hold, and a string column against a number: `prune`
+    # refuses both up front; the join plan used to keep every file instead
+    for where, names in (("d.year = 'nineteen'", "'nineteen'"), ("f.v > DATE'2020-01-01'",
+                                                                 "DATE")):
+        with pytest.raises(PredicateError, match=f"table (date_dim|fact): .*{names}"):
+            _plan(lake, where)
+    # a string that is a number passes (Spark casts it); it keeps at least what 1995 keeps
+    assert _kept(_plan(lake, "d.year = '1995'"), "date_dim") >= \
+        _kept(_plan(lake, "d.year = 1995"), "date_dim")
 
 
 def test_prune_query_command(chain, tmp_path):
