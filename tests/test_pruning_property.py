@@ -137,9 +137,10 @@ def test_all_partitions_at_once_answer_as_one_at_a_time(table, where):
     from lakestats.metastore.reader import StatisticsReader
     from lakestats.pruning.evaluator import evaluate, evaluate_one
     from lakestats.pruning.predicate import columns_of, parse
-    from lakestats.pruning.views import Partitions, candidates, of_candidates
+    from lakestats.pruning.views import Partitions, membership_of, of_candidates
     node = parse(where)
-    parts, member_all = candidates(StatisticsReader(f"{table}/_lakestats"), columns_of(node))
+    partitions = Partitions.of(StatisticsReader(f"{table}/_lakestats"), columns_of(node), None)
+    parts, member_all = partitions.candidates, membership_of(partitions)
     columnar = of_candidates(parts)
     assert isinstance(columnar, Partitions)
     flags = evaluate(node, columnar, member_all).flags()
