@@ -7,7 +7,8 @@ int, bigint, decimal(p, 0), double (as Java parses it: `NaN`, `1d`, `0x1p3`), da
 it parses as (`__HIVE_DEFAULT_PARTITION__` is null), and a column's type is its values' types
 widened as Spark widens them (int and double: double; bigint or a decimal beside a double:
 string, as a double would lose digits). Spark also infers timestamps (`2024-01-01 10%3A30%3A00`),
-read in the session's time zone; here they are strings. So a file's column depends on its
+read in the session's time zone; here they are strings (`SPARK_TIMESTAMP` finds them, and plans
+leave comparisons with them to Spark). So a file's column depends on its
 neighbours' values: the type enters the file's reading, hence its
 fingerprint, and a value that changes the inferred type recomputes the column's files. A
 file seen alone (an event) takes the type the published statistics give the column when its
@@ -37,6 +38,9 @@ _DOUBLE = re.compile(r"[-+]?(NaN|Infinity|((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?"
                      r"|0[xX]([0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][-+]?\d+)[fFdD]?)")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 MAX_DECIMAL_DIGITS = 38
+# a value Spark may type as a timestamp ("yyyy-MM-dd HH:mm:ss[.S]", or a date beside such
+# values), generously: a date and a time of day
+SPARK_TIMESTAMP = r"^\s*[+-]?\d{4,}-\d{1,2}-\d{1,2}[ T]\d{1,2}:\d{1,2}"
 
 
 def parse(text: str | None, t: pa.DataType):
@@ -61,6 +65,17 @@ def parse(text: str | None, t: pa.DataType):
         if not _DATE.fullmatch(text):
             raise ValueError(text)
         return dt.date.fromisoformat(text)
+    return text
+
+
+def guess(text: str):
+    """A directory value as a plan guesses it where the statistics give no type (an integer, a
+    date, or text)."""
+    for parse_value in (int, dt.date.fromisoformat):
+        try:
+            return parse_value(text)
+        except ValueError:
+            pass
     return text
 
 

@@ -22,7 +22,7 @@ from lakestats.metastore.store import Store
 from lakestats.pruning.evaluator import evaluate
 from lakestats.pruning.freshness import Freshness, freshness
 from lakestats.pruning.join_conditions import conjuncts
-from lakestats.pruning.predicate import StatsView
+from lakestats.pruning.predicate import StatsView, columns_opaque
 from lakestats.pruning.columns import bounds
 from lakestats.pruning.views import Partitions, membership_of, of_candidates
 
@@ -93,12 +93,14 @@ class JoinTable:
         self.name, self.schema = name, schema
         self.index, self.parts, self.member_all = None, [], lambda *_: None
         self.hive: set[str] = set()         # Hive directory columns beyond the files' own
+        self.typed_by_spark: set[str] = set()     # never pruned by (Partitions.typed_by_spark)
         if stats is not None:
             columns = sorted(c for c in wanted if c in self.schema.names)
             self.index = stats.partition_index(columns)
             partitions = Partitions.of(stats, set(wanted), self.index)
             self.parts, self.member_all = partitions.candidates, membership_of(partitions)
             self.hive = partitions.hive_names - set(schema.names)
+            self.typed_by_spark = partitions.typed_by_spark()
         self._taint(uri, stats, assume_current)
         self.columns: dict[str, JoinColumn | None] = {}
 
@@ -126,7 +128,7 @@ class JoinTable:
         by min and max, then by each numeric or temporal column's range-set."""
         mask = np.ones(len(self.report.paths), bool)
         if predicates:
-            node = exp.and_(*predicates) if len(predicates) > 1 else predicates[0]
+            node = columns_opaque(exp.and_(*predicates), self.typed_by_spark)
             flags = evaluate(node, of_candidates(self.parts), self.member_all)
             keep = flags.true.copy()
             partial = keep & (flags.false | flags.null)
@@ -168,7 +170,8 @@ class JoinTable:
 
     def column(self, name: str) -> JoinColumn | None:
         if name not in self.columns:
-            self.columns[name] = self._column(name) if name in self.schema.names else None
+            self.columns[name] = self._column(name) if name in self.schema.names \
+                and name not in self.typed_by_spark else None
         return self.columns[name]
 
     def _column(self, name: str) -> JoinColumn | None:

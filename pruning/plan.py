@@ -37,7 +37,7 @@ from lakestats.metastore.reader import StatisticsReader
 from lakestats.pruning.evaluator import constant_range, evaluate
 from lakestats.pruning.freshness import Freshness, freshness, list_ahead
 from lakestats.pruning.predicate import (PredicateError, StatsView, columns_of, parse,
-                                         struct_fields_opaque)
+                                         columns_opaque, struct_fields_opaque)
 from lakestats.pruning.temporal import session_zone
 from lakestats.pruning.validate import UnresolvedColumn, unknown_column, validate
 from lakestats.pruning.views import Candidate, Matching, Partitions, membership_of
@@ -116,8 +116,11 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
             e.args = (f"{e}; {files} landed or changed since version {stats.version}, which "
                       "may hold it: `lakestats compute` describes them",)
         raise
+    spark_typed = partitions.typed_by_spark()
     if node is not None:
-        node = struct_fields_opaque(node, set(schema.names) | hive)
+        node = columns_opaque(struct_fields_opaque(node, set(schema.names) | hive), spark_typed)
+    if order and order[0] in spark_typed:
+        limit = None                # the order is Spark's: every matching file is read
     paths = partitions.paths
     flags = None
     if node is not None:    # over every partition: the membership test knows them by position

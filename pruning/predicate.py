@@ -123,9 +123,21 @@ def struct_fields_opaque(node: E.Expression, columns: set[str]) -> E.Expression:
     """`s.f` where `s` is one of `columns` reads a struct's field, of which column `f`'s
     statistics say nothing: it becomes an expression no rule knows (it never prunes)."""
     names = {c.lower() for c in columns}
+    return _opaque(node, "struct_field",
+                   lambda c: any(p.name.lower() in names for p in c.parts[:-1]))
 
+
+def columns_opaque(node: E.Expression, columns: set[str]) -> E.Expression:
+    """The `columns` (unqualified) become expressions no rule knows: comparisons with them
+    never prune (columns whose values Spark types otherwise than the statistics do)."""
+    names = {c.lower() for c in columns}
+    return _opaque(node, "typed_by_spark",
+                   lambda c: not c.parts[:-1] and c.name.lower() in names) if names else node
+
+
+def _opaque(node: E.Expression, label: str, chosen) -> E.Expression:
     def opaque(n: E.Expression) -> E.Expression:
-        if isinstance(n, E.Column) and any(p.name.lower() in names for p in n.parts[:-1]):
-            return E.Anonymous(this="struct_field", expressions=[E.Literal.string(n.sql())])
+        if isinstance(n, E.Column) and chosen(n):
+            return E.Anonymous(this=label, expressions=[E.Literal.string(n.sql())])
         return n
     return node.transform(opaque)

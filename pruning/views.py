@@ -4,7 +4,6 @@ value index, the index's value sets, or Bloom filter packs read when a predicate
 about a column."""
 from __future__ import annotations
 
-import datetime as dt
 import functools
 
 import numpy as np
@@ -14,6 +13,7 @@ import pyarrow.compute as pc
 from lakestats.core import types as ty
 from lakestats.core.bloom import BloomFilter
 from lakestats.core.hashing import hash_text
+from lakestats.formats.hive import SPARK_TIMESTAMP, guess
 from lakestats.metastore import files
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.membership import read_blooms
@@ -170,7 +170,7 @@ class Partitions(Views):
             for name, value in self.hive(i):                   # Hive directories
                 if name in self.wanted and name not in held:
                     held[name] = {"row_count": self.rows[i], "null_count": 0, "nan_count": 0,
-                                  "low": _guess(value), "high": _guess(value)}
+                                  "low": guess(value), "high": guess(value)}
             self._views[i] = StatsView(held, self.rows[i], self.table_columns(i), self.table_schema)
         return self._views[i]
 
@@ -249,16 +249,29 @@ class Partitions(Views):
             self._directories[name] = self._read_directory_values(name)
         return self._directories[name]
 
-    def _read_directory_values(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+    def typed_by_spark(self) -> set[str]:
+        """The Hive directory columns of text here that Spark may type as timestamps
+        (formats.hive.SPARK_TIMESTAMP): `2024-01-05 9:00:00` is after `... 10:00:00` as text,
+        not as a time, so plans leave their comparisons and order to Spark."""
+        return {name for name in self.hive_names
+                if (name not in self.names or ty.kind_of(self.table_schema.field(name).type)
+                    == ty.STRING) and pc.any(pc.match_substring_regex(
+                        self._directory_texts(name)[1], SPARK_TIMESTAMP)).as_py()}
+
+    def _directory_texts(self, name: str) -> tuple[np.ndarray, pa.Array]:
+        """The partitions with a Hive directory value of `name`, and those values' text."""
         values = self._hive_column.combine_chunks()
         offsets = values.offsets.to_numpy()      # positions in the keys of every map
         entries = np.flatnonzero(pc.equal(values.keys, name).to_numpy(zero_copy_only=False))
         entries = entries[(entries >= offsets[0]) & (entries < offsets[-1])]
         owners = np.searchsorted(offsets, entries, side="right") - 1
-        texts = values.items.take(pa.array(entries, pa.int64()))
+        return owners, values.items.take(pa.array(entries, pa.int64()))
+
+    def _read_directory_values(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        owners, texts = self._directory_texts(name)
         distinct = pc.unique(texts)
         guessed = np.empty(len(distinct), object)
-        guessed[:] = [None if t is None else _guess(t) for t in distinct.to_pylist()]
+        guessed[:] = [None if t is None else guess(t) for t in distinct.to_pylist()]
         return owners, guessed[pc.index_in(texts, distinct).to_numpy(zero_copy_only=False)]
 
     def __len__(self) -> int:
@@ -380,12 +393,3 @@ class _Blooms:
         rows = self.per_column[column].rows
         return read_blooms(self.stats.layout, [rows[i]["bloom"] for i in held])
 
-
-def _guess(text: str):
-    """A Hive directory value as Spark infers it: an integer, a date, or text."""
-    for parse_value in (int, dt.date.fromisoformat):
-        try:
-            return parse_value(text)
-        except ValueError:
-            pass
-    return text

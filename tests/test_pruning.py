@@ -343,6 +343,25 @@ def test_hive_directory_values_as_arrays(tmp_path, run):
                                    "day=7/f.parquet", "day=x/f.parquet"]
 
 
+def test_directories_spark_types_as_timestamps_never_prune(tmp_path, run):
+    """Spark reads `ts=2024-01-05 10:00:00` as a timestamp, the statistics as text: neither a
+    plan nor a join plan compares them (test_spark_read checks the rows); a text column
+    beside it still prunes."""
+    from lakestats.pruning.joins import prune_query
+    for i, (ts, s) in enumerate((("2024-01-05 10:00:00", "b"), ("2024-01-05 08:00:00", "a"))):
+        write(tmp_path / f"ts={ts.replace(':', '%3A')}" / f"s={s}" / "f.parquet",
+              pa.table({"a": [i]}))
+    run(tmp_path)
+    every = ["ts=2024-01-05 08%3A00%3A00/s=a/f.parquet", "ts=2024-01-05 10%3A00%3A00/s=b/f.parquet"]
+    for where in ("ts > '2024-01-05 9:00:00'", "ts = '2024-01-05 10:00:00.0'"):
+        assert sorted(prune(f"{tmp_path}/_lakestats", where).kept) == every, where
+        assert sorted(prune_query(f"SELECT * FROM t WHERE {where}", {"t": str(tmp_path)})
+                      .as_json()["tables"]["t"]["kept"]) == every, where
+    assert sorted(prune(f"{tmp_path}/_lakestats", "ts < '2024-01-05 9:00:00'", 1,
+                        "ts DESC").kept) == every
+    assert prune(f"{tmp_path}/_lakestats", "s = 'b'").kept == every[1:]
+
+
 def test_a_column_only_in_files_landed_since_is_refused_saying_so(tmp_path, run):
     """A column the statistics lack is refused; when files landed since, the refusal says they
     may hold it and what describes them (not only that it does not exist)."""
