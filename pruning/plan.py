@@ -119,7 +119,7 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
     spark_typed = partitions.typed_by_spark()
     if node is not None:
         node = columns_opaque(struct_fields_opaque(node, set(schema.names) | hive), spark_typed)
-    if order and order[0] in spark_typed:
+    if order and order[0].lower() in {c.lower() for c in spark_typed}:
         limit = None                # the order is Spark's: every matching file is read
     paths = partitions.paths
     flags = None
