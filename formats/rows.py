@@ -130,7 +130,8 @@ def open_rows(table: Store, rel_path: str, reading: tuple[str, ...] = (), whole:
     whole=False when only some columns are read: on S3, a GET per column chunk read rather
     than one of the whole file."""
     if not reading:
-        return Rows(data_parquet(table, rel_path, whole))
+        parquet = data_parquet(table, rel_path, whole)
+        return Rows(parquet, types=int96_instants(parquet))
     kind, *args = reading
     if kind == TABLE_COLUMNS:
         spec, constants, defaults, *inner = args
@@ -159,6 +160,18 @@ def data_parquet(table: Store, rel_path: str, whole: bool = True) -> pq.ParquetF
     return parquet
 
 
+def int96_instants(parquet: pq.ParquetFile) -> dict[str, pa.DataType]:
+    """A plain file's INT96 columns as UTC instants: Spark reads INT96 (Spark's, Hive's,
+    Impala's) as an instant, which a session shows in its own zone; Arrow reads it without a
+    zone, which would be wall-clock time, so plans in another zone compared other instants.
+    (Table formats type them from the table's schema.)"""
+    meta, arrow = parquet.metadata, parquet.schema_arrow
+    return {name: pa.timestamp(arrow.field(name).type.unit, "UTC")
+            for name in (meta.schema.column(j).path for j in range(meta.num_columns)
+                         if meta.schema.column(j).physical_type == "INT96")
+            if name in arrow.names and pa.types.is_timestamp(arrow.field(name).type)}
+
+
 def _mapped(rows: Rows, spec: dict, constants: pa.Table | None, defaults: pa.Table | None
             ) -> Rows:
     """The file's rows with its columns mapped to the table's (formats.TABLE_COLUMNS)."""
@@ -180,8 +193,9 @@ def _mapped(rows: Rows, spec: dict, constants: pa.Table | None, defaults: pa.Tab
             constants = extra if constants is None else pa.Table.from_arrays(
                 constants.columns + extra.columns, schema=pa.schema(
                     list(constants.schema) + list(extra.schema)))
-    return Rows(rows.parquet, rows.deleted, names, constants, frozenset(dropped),
-                {name: parse_type(text) for name, text in spec.get("types", {}).items()})
+    types = {names.get(stored, stored): t for stored, t in rows.types.items()}   # INT96
+    types.update({name: parse_type(text) for name, text in spec.get("types", {}).items()})
+    return Rows(rows.parquet, rows.deleted, names, constants, frozenset(dropped), types)
 
 
 def promoted(stored: pa.DataType, table: pa.DataType) -> pa.DataType:

@@ -82,6 +82,32 @@ def test_pruned_reads_follow_the_session_time_zone(sales, spark, zone, where):
         spark.conf.set(key, saved)
 
 
+def test_int96_timestamps_are_instants_in_every_session_zone(tmp_path, spark, run):
+    """Spark reads INT96 timestamps (old Spark's, Hive's, Impala's) as instants, which a
+    session shows in its zone. Arrow reads them without a zone: taken as wall-clock times, a
+    session outside UTC pruned by other instants and skipped files holding matching rows."""
+    root = tmp_path / "int96"
+    for f in range(6):
+        write(root / f"part-{f}.parquet", pa.table({"ts": pa.array(
+            [(START + dt.timedelta(hours=4 * f + h)).replace(tzinfo=None) for h in range(4)],
+            pa.timestamp("us"))}), use_deprecated_int96_timestamps=True)
+    run(root)
+    key = "spark.sql.session.timeZone"
+    saved = spark.conf.get(key)
+    try:
+        for zone in ("America/Los_Angeles", "Asia/Kolkata"):
+            spark.conf.set(key, zone)
+            for where in [f"ts {op} '{moment(h, 0)}'" for op in ("<", ">=", "=")
+                          for h in (3, 9, 14)]:
+                expected = spark.read.parquet(str(root)).where(where).count()
+                assert spark_bridge.read(spark, str(root), where=where).count() == expected, \
+                    (zone, where)
+                assert spark.read.format("lakestats").load(str(root)).where(where).count() \
+                    == expected, (zone, where)
+    finally:
+        spark.conf.set(key, saved)
+
+
 def test_cli_reads_timestamps_in_utc_unless_told(sales):
     """Midnight in Los Angeles is 08:00 UTC (PST): one more file may hold earlier rows."""
     def kept(*extra: str) -> list[str]:
