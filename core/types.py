@@ -169,8 +169,10 @@ def _timestamp_text(arr: pa.Array) -> pa.Array:
 
 # Arrow takes a zone's offsets from its listed transitions alone, which the zone database
 # writes up to 2037; later instants get the last listed offset (standard time all year).
-# Python's zoneinfo also follows the zone's rule for later years, so it answers for those.
+# Python's zoneinfo also follows the zone's rule for later years (to 9999, its last), so it
+# answers for those.
 _LISTED_UNTIL = int(dt.datetime(2037, 1, 1, tzinfo=dt.timezone.utc).timestamp())
+_PYTHON_UNTIL = int(dt.datetime(9999, 12, 31, tzinfo=dt.timezone.utc).timestamp())
 
 
 def _utc_offsets(secs: np.ndarray, null: np.ndarray, tz: str) -> np.ndarray:
@@ -178,7 +180,7 @@ def _utc_offsets(secs: np.ndarray, null: np.ndarray, tz: str) -> np.ndarray:
     seconds = pa.array(secs, pa.timestamp("s", tz), mask=null)
     offsets = pc.fill_null(pc.local_timestamp(seconds).view(pa.int64()), 0).to_numpy(
         zero_copy_only=False) - secs
-    late = np.flatnonzero((secs >= _LISTED_UNTIL) & ~null)
+    late = np.flatnonzero((secs >= _LISTED_UNTIL) & (secs < _PYTHON_UNTIL) & ~null)
     zone = _named_zone(tz) if late.size else None
     if zone is None:
         return offsets
@@ -186,13 +188,11 @@ def _utc_offsets(secs: np.ndarray, null: np.ndarray, tz: str) -> np.ndarray:
     # offset has it throughout, so zoneinfo is asked twice a day and once per instant only on
     # the days of a change.
     days, which = np.unique(secs[late] // 86_400, return_inverse=True)
-    first, last = (np.array([_offset_at(int(d) * 86_400 + s, zone) for d in days], object)
+    first, last = (np.array([_offset_at(int(d) * 86_400 + s, zone) for d in days], np.int64)
                    for s in (0, 86_399))
-    same = (first == last)[which.ravel()]
-    found = np.where(same, first[which.ravel()], None)
-    found[~same] = [_offset_at(int(s), zone) for s in secs[late[~same]]]
-    known = found != None                                           # noqa: E711 (elementwise)
-    offsets[late[known]] = found[known].astype(np.int64)
+    found, changing = first[which.ravel()], (first != last)[which.ravel()]
+    found[changing] = [_offset_at(int(s), zone) for s in secs[late[changing]]]
+    offsets[late] = found
     return offsets
 
 
@@ -204,11 +204,8 @@ def _named_zone(tz: str):
         return None                                 # a fixed offset such as "+05:30"
 
 
-def _offset_at(seconds: int, zone) -> int | None:
-    try:
-        return int(dt.datetime.fromtimestamp(seconds, zone).utcoffset().total_seconds())
-    except (OverflowError, OSError, ValueError):    # beyond year 9999: Arrow's offset stands
-        return None
+def _offset_at(seconds: int, zone) -> int:
+    return int(dt.datetime.fromtimestamp(seconds, zone).utcoffset().total_seconds())
 
 
 def _offset_text(seconds_east: int) -> str:

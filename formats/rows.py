@@ -154,8 +154,7 @@ def data_parquet(table: Store, rel_path: str, whole: bool = True) -> pq.ParquetF
     (delta-rs reads them so): a Spark file's INT96 columns are read in microseconds."""
     parquet = table.open_parquet(rel_path, whole=whole)
     meta = parquet.metadata
-    if SPARK_VERSION in (meta.metadata or {}) and any(
-            meta.schema.column(j).physical_type == "INT96" for j in range(meta.num_columns)):
+    if SPARK_VERSION in (meta.metadata or {}) and _int96_columns(meta):
         return table.open_parquet(rel_path, whole=whole, int96_unit="us")
     return parquet
 
@@ -165,11 +164,16 @@ def int96_instants(parquet: pq.ParquetFile) -> dict[str, pa.DataType]:
     Impala's) as an instant, which a session shows in its own zone; Arrow reads it without a
     zone, which would be wall-clock time, so plans in another zone compared other instants.
     (Table formats type them from the table's schema.)"""
-    meta, arrow = parquet.metadata, parquet.schema_arrow
+    arrow = parquet.schema_arrow
     return {name: pa.timestamp(arrow.field(name).type.unit, "UTC")
-            for name in (meta.schema.column(j).path for j in range(meta.num_columns)
-                         if meta.schema.column(j).physical_type == "INT96")
+            for name in _int96_columns(parquet.metadata)
             if name in arrow.names and pa.types.is_timestamp(arrow.field(name).type)}
+
+
+def _int96_columns(meta: pq.FileMetaData) -> list[str]:
+    """The paths of the file's INT96 leaf columns."""
+    leaves = (meta.schema.column(j) for j in range(meta.num_columns))
+    return [leaf.path for leaf in leaves if leaf.physical_type == "INT96"]
 
 
 def _mapped(rows: Rows, spec: dict, constants: pa.Table | None, defaults: pa.Table | None
