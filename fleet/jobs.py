@@ -13,6 +13,15 @@ from lakestats.fleet.protocol import JobLost, StepEvent
 from lakestats.metastore.layout import Layout
 
 
+# a worker's record, unless the job has ended (its keys deleted): a call still running then
+# would recreate them, left until their TTL
+_RECORD = """
+if redis.call('exists', KEYS[2]) == 0 then
+  redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('expire', KEYS[1], ARGV[3])
+end"""
+
+
 class Job:
     """Every key under lakestats:job:<id>: with a TTL, deleted by `finish`."""
 
@@ -32,11 +41,9 @@ class Job:
     def record(self, event: StepEvent, result: dict) -> None:
         """The worker's own record of a call's result: it survives an invocation that failed
         after the step was done."""
-        key = protocol.job_key(self.id, "results")
-        pipe = self.r.pipeline()
-        pipe.hset(key, event.key, json.dumps(result))
-        pipe.expire(key, protocol.JOB_TTL_SECONDS)
-        pipe.execute()
+        self.r.eval(_RECORD, 2, protocol.job_key(self.id, "results"),
+                    protocol.ended_key(self.id), event.key, json.dumps(result),
+                    protocol.JOB_TTL_SECONDS)
 
     def result(self, event: StepEvent) -> dict | None:
         raw = self.r.hget(protocol.job_key(self.id, "results"), event.key)
@@ -52,6 +59,7 @@ class Job:
                           "its results cannot be trusted, nothing published")
 
     def finish(self) -> None:
+        self.r.set(protocol.ended_key(self.id), 1, ex=protocol.JOB_TTL_SECONDS)   # first
         keys = list(self.r.scan_iter(match=protocol.job_key(self.id, "*")))
         if keys:
             self.r.delete(*keys)

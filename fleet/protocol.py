@@ -14,6 +14,9 @@ Redis keys, all with a TTL:
   lakestats:job:<job>:frequencies:<k>[:from:<sender>]   low-duplicate candidates    JOB_TTL
   lakestats:job:<job>:exchange:<channel>:<receiver>     hash sender -> Arrow IPC    JOB_TTL
   lakestats:job:<job>:alive                string: set at the job's start (gone: Redis lost it) JOB_TTL
+  lakestats:ended:<job>                    string: the job has ended; a call still running
+                                           (withdrawn, or outliving its timeout) records
+                                           nothing into it                           JOB_TTL
   lakestats:lock:<stats root>              the publication lock                     LOCK_TTL
   lakestats:computing:<stats root>         the running compute of a table (renewed)  LOCK_TTL
   lakestats:version:<stats root>           the last version number handed out       JOB_TTL
@@ -71,6 +74,10 @@ class ProtocolError(LakestatsError, ValueError):
 
 def job_key(job: str, name: str) -> str:
     return f"lakestats:job:{job}:{name}"
+
+
+def ended_key(job: str) -> str:
+    return f"lakestats:ended:{job}"
 
 
 def frequency_set(job: str, column: int, sender: int | None = None) -> str:

@@ -342,3 +342,19 @@ def test_the_keys_of_a_killed_coordinator_expire(tmp_path, faults, redis_url):
     assert any(b"lakestats:computing:" in k for k in keys)
     assert keys and all(r.ttl(k) > 0 for k in keys), {k: r.ttl(k) for k in keys}
     r.delete(*keys)                            # as their TTLs would
+
+
+def test_a_call_that_ends_after_its_job_records_nothing(redis_url):
+    """A call still running when its job ends (withdrawn after another failed, or past its
+    timeout) used to recreate the job's results, left in Redis until their TTL."""
+    import redis
+
+    from lakestats.fleet.jobs import JobScope
+    from lakestats.fleet.protocol import PARTITION_STATISTICS, StepEvent
+    with JobScope(redis_url, stateful=False) as scope:
+        event = scope.stamp(StepEvent(PARTITION_STATISTICS, "a.parquet", None))
+        scope.job.record(event, {"status": "ok"})
+        assert scope.job.result(event) == {"status": "ok"}
+    scope.job.record(event, {"status": "ok"})            # the late call
+    assert list(redis.Redis.from_url(redis_url).scan_iter(f"lakestats:job:{scope.job.id}:*")) \
+        == []
