@@ -31,9 +31,7 @@ def test_job_survives_a_killed_worker(tmp_path, run, invoker, redis_url):
     partitions are retried, and the statistics are those of every row."""
     for i in range(24):
         write(tmp_path / f"part-{i:02d}.parquet", mixed(60_000, seed=i))
-    outcome = {}
-    worker = threading.Thread(target=lambda: outcome.setdefault("report", run(tmp_path)))
-    worker.start()
+    worker, outcome = computing(tmp_path, run)
     partitions = tmp_path / "_lakestats" / "partitions"
     deadline = time.monotonic() + 120
     while not list(partitions.glob("*/*/statistics.parquet")):   # first partition is done
@@ -44,7 +42,7 @@ def test_job_survives_a_killed_worker(tmp_path, run, invoker, redis_url):
     os.kill(invoker.pids()[0], signal.SIGKILL)
     worker.join(180)
 
-    report = outcome["report"]
+    report = finished(outcome)
     assert report.retries >= 1 and not report.failed and report.computed == 24
     paths = sorted(str(p) for p in tmp_path.glob("part-*.parquet"))
     rows, non_null, total = duckdb.sql(
@@ -55,6 +53,28 @@ def test_job_survives_a_killed_worker(tmp_path, run, invoker, redis_url):
     assert not list(client(redis_url).scan_iter(match="lakestats:job:*"))
 
 
+def computing(tmp_path, run, **changes) -> tuple[threading.Thread, dict]:
+    """compute() in a thread; its outcome for `finished`."""
+    outcome = {}
+
+    def compute():
+        try:
+            outcome["report"] = run(tmp_path, **changes)
+        except Exception as e:  # noqa: BLE001 - raised again by `finished`
+            outcome["error"] = e
+    thread = threading.Thread(target=compute)
+    thread.start()
+    return thread, outcome
+
+
+def finished(outcome: dict):
+    """The compute's report, or the reason it has none."""
+    if "error" in outcome:
+        raise outcome["error"]
+    assert "report" in outcome, "the compute did not end in time"
+    return outcome["report"]
+
+
 def started(tmp_path, run, files: int, **changes):
     """compute() of `files` files in a thread, returned a little after a partition is written:
     the workers are busy inside their next calls. (Right at a call's end, a worker stopped
@@ -62,10 +82,7 @@ def started(tmp_path, run, files: int, **changes):
     takes the recorded result.)"""
     for i in range(files):
         write(tmp_path / f"part-{i:02d}.parquet", mixed(60_000, seed=i))
-    outcome = {}
-    thread = threading.Thread(target=lambda: outcome.setdefault(
-        "report", run(tmp_path, **changes)))
-    thread.start()
+    thread, outcome = computing(tmp_path, run, **changes)
     deadline = time.monotonic() + 60
     while not list((tmp_path / "_lakestats" / "partitions").glob("*/*/statistics.parquet")):
         assert time.monotonic() < deadline, "no partition finished"
@@ -94,7 +111,7 @@ def test_a_stuck_call_is_retried_alone(tmp_path, run, invoker):
     finish on their first attempt."""
     thread, outcome = started(tmp_path, run, 12, timeout=4)
     stop_until_done(thread, invoker.pids()[:1])
-    report = outcome["report"]
+    report = finished(outcome)
     assert (report.retries, report.failed, report.computed) == (1, {}, 12)
     total = sum(pq.ParquetFile(p).metadata.num_rows for p in tmp_path.glob("part-*.parquet"))
     assert StatisticsReader(f"{tmp_path}/_lakestats").summary()["row_count"] == total
@@ -105,7 +122,7 @@ def test_job_survives_stuck_workers(tmp_path, run, invoker):
     they held are retried on fresh workers."""
     thread, outcome = started(tmp_path, run, 12, timeout=3)
     stop_until_done(thread, invoker.pids())
-    report = outcome["report"]
+    report = finished(outcome)
     assert report.retries >= 1 and not report.failed and report.computed == 12
     total = sum(pq.ParquetFile(p).metadata.num_rows for p in tmp_path.glob("part-*.parquet"))
     assert StatisticsReader(f"{tmp_path}/_lakestats").summary()["row_count"] == total
