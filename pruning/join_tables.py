@@ -89,7 +89,7 @@ class JoinTable:
     without statistics (`stats` None) has no partitions: every file is read, none sent."""
 
     def __init__(self, name: str, uri: str, stats: StatisticsReader | None, schema: pa.Schema,
-                 wanted: set[str], assume_current: bool = False):
+                 wanted: set[str], assume_current: bool = False, hive_types: bool = True):
         self.name, self.schema = name, schema
         self.index, self.parts, self.member_all = None, [], lambda *_: None
         self.hive: set[str] = set()         # Hive directory columns beyond the files' own
@@ -100,7 +100,7 @@ class JoinTable:
             partitions = Partitions.of(stats, set(wanted), self.index)
             self.parts, self.member_all = partitions.candidates, membership_of(partitions)
             self.hive = partitions.hive_names - set(schema.names)
-            self.typed_by_spark = partitions.typed_by_spark()
+            self.typed_by_spark = partitions.typed_by_spark(hive_types)
         self._taint(uri, stats, assume_current)
         self.columns: dict[str, JoinColumn | None] = {}
 

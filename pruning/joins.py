@@ -57,7 +57,7 @@ class QueryPruning:
 def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None = None,
                 others: Callable[[list[str]], dict[str, list[str]]] | None = None,
                 assume_current: bool = False, time_zone: str | None = None,
-                check_predicates: bool = True) -> QueryPruning:
+                check_predicates: bool = True, hive_types: bool = True) -> QueryPruning:
     """The files each table of `sql` must be read from (tables: name -> table URI). `others`
     looks up the further tables the query names (names -> their column names, for those it
     knows), such as a Spark catalog's: read as they are, they prune nothing.
@@ -65,14 +65,16 @@ def prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | 
     (pruning.freshness); `time_zone`: the one timestamps without a zone are read in (Spark's
     session time zone; None: UTC); `check_predicates`: refuse a scan's predicate as `prune`
     does (pruning.validate); without, such a predicate prunes nothing, and the engine that
-    runs the query judges it."""
+    runs the query judges it; `hive_types`: as `prune`'s."""
     with session_zone(time_zone):
-        return _prune_query(sql, tables, stats_roots, others, assume_current, check_predicates)
+        return _prune_query(sql, tables, stats_roots, others, assume_current, check_predicates,
+                            hive_types)
 
 
 def _prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] | None,
                  others: Callable[[list[str]], dict[str, list[str]]] | None,
-                 assume_current: bool, check_predicates: bool) -> QueryPruning:
+                 assume_current: bool, check_predicates: bool, hive_types: bool
+                 ) -> QueryPruning:
     started = time.perf_counter()
     tree = parse(sql)
     known = others(unnamed(tree, list(tables))) if others else {}
@@ -87,7 +89,7 @@ def _prune_query(sql: str, tables: dict[str, str], stats_roots: dict[str, str] |
         for origin in edge.left + edge.right:
             wanted[graph.scans[origin.scan].table].add(origin.column)
     sources = {name: JoinTable(name, tables[name], s, schemas[name], wanted[name],
-                               assume_current)
+                               assume_current, hive_types)
                for name, s in stats.items()}
     for scan in graph.scans:        # refused as `prune` refuses it: as Spark would
         if check_predicates and scan.predicates:

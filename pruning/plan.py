@@ -72,12 +72,15 @@ def parse_order(order_by: str | None) -> tuple[str, bool] | None:
 
 def prune(stats_root: str | StatisticsReader, where: str | None = None, limit: int | None = None,
           order_by: str | None = None, *, table_uri: str | None = None,
-          assume_current: bool = False, time_zone: str | None = None) -> PruneResult:
+          assume_current: bool = False, time_zone: str | None = None,
+          hive_types: bool = True) -> PruneResult:
     """`stats_root`: the table's statistics root, or its statistics already open; `table_uri`:
     the table they describe (by default the one the version records); `time_zone`: the one
-    timestamps without a zone are read in (Spark's session time zone; None: UTC)."""
+    timestamps without a zone are read in (Spark's session time zone; None: UTC);
+    `hive_types`: whether the reader infers Hive directory values' types (Spark's
+    partitionColumnTypeInference; if not, they are text, and nothing is pruned by them)."""
     with session_zone(time_zone), _collector_paused():
-        return _prune(stats_root, where, limit, order_by, table_uri, assume_current)
+        return _prune(stats_root, where, limit, order_by, table_uri, assume_current, hive_types)
 
 
 @contextlib.contextmanager
@@ -95,7 +98,8 @@ def _collector_paused():
 
 
 def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | None,
-           order_by: str | None, table_uri: str | None, assume_current: bool) -> PruneResult:
+           order_by: str | None, table_uri: str | None, assume_current: bool,
+           hive_types: bool) -> PruneResult:
     stats = stats_root if isinstance(stats_root, StatisticsReader) else StatisticsReader(stats_root)
     uri = table_uri or stats.manifest.table
     listed = list_ahead(uri, stats.manifest, assume_current)
@@ -116,7 +120,7 @@ def _prune(stats_root: str | StatisticsReader, where: str | None, limit: int | N
             e.args = (f"{e}; {files} landed or changed since version {stats.version}, which "
                       "may hold it: `lakestats compute` describes them",)
         raise
-    spark_typed = partitions.typed_by_spark()
+    spark_typed = partitions.typed_by_spark(hive_types)
     if node is not None:
         node = columns_opaque(struct_fields_opaque(node, set(schema.names) | hive), spark_typed)
     if order and order[0].lower() in {c.lower() for c in spark_typed}:

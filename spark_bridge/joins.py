@@ -8,7 +8,7 @@ import uuid
 from sqlglot import exp
 
 from lakestats.pruning.joins import prune_query
-from lakestats.spark_bridge.read import files_frame, session_time_zone
+from lakestats.spark_bridge.read import files_frame, infers_hive_types, session_time_zone
 
 
 def explain_pruning(spark, query: str, tables: dict[str, str], *,
@@ -18,7 +18,8 @@ def explain_pruning(spark, query: str, tables: dict[str, str], *,
     diP, the files kept and skipped; and the planning time (`lakestats prune-query --json`).
     Reads statistics, not data; other tables the query names come from Spark's catalog."""
     return prune_query(query, tables, stats_roots, _catalog(spark), assume_current,
-                       session_time_zone(spark) if spark is not None else None).as_json()
+                       session_time_zone(spark) if spark is not None else None,
+                       hive_types=spark is None or infers_hive_types(spark)).as_json()
 
 
 def sql(spark, query: str, tables: dict[str, str], *,
@@ -28,7 +29,8 @@ def sql(spark, query: str, tables: dict[str, str], *,
     other tables the query names (Spark's tables and views) are read as they are. Files
     newer than the statistics are read whole unless `assume_current` (pruning.freshness)."""
     plan = prune_query(query, tables, stats_roots, _catalog(spark), assume_current,
-                       session_time_zone(spark), check_predicates=False)   # Spark judges them
+                       session_time_zone(spark), check_predicates=False,   # Spark judges them
+                       hive_types=infers_hive_types(spark))
     tree = plan.graph.tree.copy()
     names = {s.reference: s.table for s in plan.graph.scans}
     views = []

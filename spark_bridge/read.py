@@ -43,7 +43,8 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
     without a zone are read in the session's time zone, as Spark reads them."""
     stats = StatisticsReader(Layout.of_table(table_uri, stats_root).uri)
     result = prune_files(stats, where, limit, order_by, table_uri=table_uri,
-                         assume_current=assume_current, time_zone=session_time_zone(spark))
+                         assume_current=assume_current, time_zone=session_time_zone(spark),
+                         hive_types=infers_hive_types(spark))
     df = files_frame(spark, table_uri, result.kept,
                      snapshot=result.freshness.snapshot_to_read(), listed=result.freshness.now)
     if where:
@@ -106,6 +107,13 @@ def spark_uri(table: Store) -> str:
 
 def session_time_zone(spark) -> str:
     return spark.conf.get("spark.sql.session.timeZone")
+
+
+def infers_hive_types(spark) -> bool:
+    """Whether the session types Hive directory values as numbers, dates and timestamps
+    (else every one is text)."""
+    return spark.conf.get("spark.sql.sources.partitionColumnTypeInference.enabled",
+                          "true").lower() != "false"
 
 
 def _order(order_by: str):

@@ -33,7 +33,7 @@ from lakestats.spark_bridge.catalog import lakestats_uri, spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path
 from lakestats.spark_bridge.native import (FIELD_IDS, needs_field_ids, partition_texts,
                                            spark_schemas)
-from lakestats.spark_bridge.read import has_s3a, spark_uri
+from lakestats.spark_bridge.read import has_s3a, infers_hive_types, spark_uri
 
 ENTRY = "org.apache.spark.sql.lakestats.Lakestats"
 
@@ -125,8 +125,9 @@ class Planner:
                              "filesystem, which this session lacks (hadoop-aws); "
                              "spark_bridge.read reads it through Arrow")
         root = json.loads(options).get("stats_root")
+        hive_types = infers_hive_types(self.spark)
         try:
-            result = _prune(uri, root, _where(pushed), limit, order, time_zone)
+            result = _prune(uri, root, _where(pushed), limit, order, time_zone, hive_types)
         except PredicateError:
             # Spark checked the filter against its own types: what the statistics type
             # otherwise (a column of files landed since, a directory of timestamps) is left to
@@ -136,7 +137,7 @@ class Planner:
                 raise
             pushed = [c for c in pushed if c not in refused]
             not_pushed, limit, order = not_pushed + refused, None, None
-            result = _prune(uri, root, _where(pushed), limit, order, time_zone)
+            result = _prune(uri, root, _where(pushed), limit, order, time_zone, hive_types)
         now = result.freshness.now
         snapshot = result.freshness.snapshot
         if snapshot and needs_field_ids(snapshot) and \
@@ -173,13 +174,14 @@ class Planner:
 
 
 def _prune(uri: str, stats_root: str | None, where: str | None, limit: int | None,
-           order_by: str | None, time_zone: str) -> PruneResult:
+           order_by: str | None, time_zone: str, hive_types: bool) -> PruneResult:
     """pruning.prune; a table without statistics has every file unknown, so every one read."""
     stats = _published(uri, stats_root)
     if stats is None:
         now = freshness(uri, None, None)
         return PruneResult(kept=list(now.unknown), unknown=list(now.unknown), freshness=now)
-    return prune_files(stats, where, limit, order_by, table_uri=uri, time_zone=time_zone)
+    return prune_files(stats, where, limit, order_by, table_uri=uri, time_zone=time_zone,
+                       hive_types=hive_types)
 
 
 def _published(uri: str, stats_root: str | None) -> StatisticsReader | None:

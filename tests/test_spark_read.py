@@ -134,3 +134,30 @@ def test_directories_spark_reads_as_timestamps_are_compared_as_spark_compares_th
         pruned = spark_bridge.read(spark, uri, order_by=f"ts {order}", limit=1)
         assert pruned.collect() == whole.orderBy(getattr(whole.ts, order.lower())()).limit(1) \
             .collect(), order
+
+
+def test_directories_are_text_when_spark_infers_no_types(tmp_path, spark, run):
+    """With partitionColumnTypeInference off, Spark reads `a=10` as the text '10', which
+    sorts before '9': a top-k by the statistics' numbers kept the wrong files, in `read` and
+    in the lakestats source. Such columns are left to Spark."""
+    uri = str(tmp_path / "t")
+    for a in (5, 10, 9):
+        write(tmp_path / "t" / f"a={a}" / "f.parquet", pa.table({"x": [a * 100]}))
+    run(uri)
+    conf = "spark.sql.sources.partitionColumnTypeInference.enabled"
+    spark.conf.set(conf, "false")
+    try:
+        whole = spark.read.parquet(uri)
+        assert dict(whole.dtypes)["a"] == "string"
+        source = spark.read.format("lakestats").load(uri)
+        for order in ("ASC", "DESC"):
+            expected = whole.orderBy(getattr(whole.a, order.lower())()).limit(1).collect()
+            assert spark_bridge.read(spark, uri, order_by=f"a {order}", limit=1).collect() \
+                == expected, order
+            assert source.orderBy(getattr(source.a, order.lower())()).limit(1).collect() \
+                == expected, order
+        for where in ("a > '5'", "a < '6'", "a = 10", "x > 500 AND a <= '9'"):
+            assert rows(spark_bridge.read(spark, uri, where=where)) \
+                == rows(whole.where(where)) == rows(source.where(where)), where
+    finally:
+        spark.conf.unset(conf)
