@@ -15,6 +15,11 @@ from lakestats.core.errors import UsageError
 DEFAULT_BINS = 1000                 # histogram bins (10,000 selectable)
 BLOOM_MIN_DISTINCT = 64             # more values in a partition: a Bloom filter; else a value set
 RANGE_SET_SIZE = 20                 # ranges per partition range-set (join pruning; the paper's n_r)
+# The partition statistics' own version, recorded with the settings: raised whenever the kernel
+# writes other statistics for the same file, as partitions are reused by the file's
+# fingerprint alone, so that the next compute recomputes every partition. 2: a plain file's
+# INT96 columns as UTC instants; zoned timestamps after 2037 with zoneinfo's offsets.
+KERNEL_VERSION = 2
 LOW_DISTINCT_MAX = 1_000_000        # values a low-distinct column sends its reducer
 LOW_DUPLICATE_MAX = 1_000_000       # repeated values one function can confirm
 FREQUENCY_ALGORITHMS = ("low-distinct", "low-duplicate", "binned")
@@ -101,12 +106,13 @@ class Settings:
             object.__setattr__(self, "redis_password", password)
 
     def recorded(self) -> dict:
-        """What published statistics depend on, as the manifest records it (no plugins:
-        recorded as before plugins existed)."""
+        """What published statistics depend on, as the manifest records it: the settings and
+        the partition statistics' version (no plugins: recorded as before plugins existed)."""
         partition = asdict(self.partition)
         partition["statistics"] = list(partition["statistics"])
         if not partition["statistics"]:
             del partition["statistics"]
+        partition["kernel"] = KERNEL_VERSION
         return {"partition": partition, "table": asdict(self.frequencies),
                 "value_index": list(self.value_index)}
 

@@ -266,3 +266,20 @@ def test_changed_settings_republish(tmp_path, run):
     rebinned = run(tmp_path, max_bins=100, frequencies=FrequencySettings("binned"))
     assert (rebinned.published, rebinned.computed) == (True, 3)
     assert len(StatisticsReader(f"{tmp_path}/_lakestats").histogram("real")) <= 100
+
+
+def test_partitions_an_older_kernel_wrote_are_computed_again(tmp_path, run):
+    """Partition statistics are reused by the file's fingerprint alone: ones written by a
+    kernel since corrected (its version recorded with the settings) are computed again."""
+    from lakestats.metastore.layout import Layout
+    from lakestats.metastore.manifest import read_manifest, write_manifest
+    for i in range(3):
+        write(tmp_path / f"part-{i}.parquet", tricky(i))
+    run(tmp_path)
+    layout = Layout.of_table(str(tmp_path))
+    manifest = read_manifest(layout)
+    del manifest.settings["partition"]["kernel"]          # as a version before it wrote it
+    write_manifest(layout, manifest)
+    again = run(tmp_path)
+    assert (again.published, again.computed, again.reused) == (True, 3, 0)
+    assert (run(tmp_path).published, run(tmp_path).computed) == (False, 0)
