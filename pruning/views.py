@@ -249,14 +249,14 @@ class Partitions(Views):
             self._directories[name] = self._read_directory_values(name)
         return self._directories[name]
 
-    def typed_by_spark(self, infers_types: bool = True) -> set[str]:
+    def typed_by_spark(self, hive_types: bool = True) -> set[str]:
         """The Hive directory columns that Spark types otherwise than here, whose comparisons
-        and order plans leave to Spark: every one when it does not infer their types (with
+        and order plans leave to Spark: every one when it infers no `hive_types` (with
         spark.sql.sources.partitionColumnTypeInference.enabled=false, p=10 is text, before
         p=9), else those of text that it may type as timestamps
         (formats.hive.SPARK_TIMESTAMP: `2024-01-05 9:00:00` is after `... 10:00:00` as text,
         not as a time)."""
-        if not infers_types:
+        if not hive_types:
             return set(self.hive_names)
         return {name for name in self.hive_names
                 if (name not in self.names or ty.kind_of(self.table_schema.field(name).type)
