@@ -31,7 +31,9 @@ def streams(columns: list[PlannedColumn], scope: JobScope, senders: int,
     used = sorted({c.spec.batch for c in columns if c.result.algorithm == LOW_DISTINCT})
     batches = _Batches(dict(zip(used, scope.objects.stream(channel(LOW_DISTINCT, "reduced"), 0)
                                 if used else [])))
-    return [(c.k, c.field.name, _column_stream(c, scope, r, senders, confirmed, reduced, batches))
+    confirmed_of, reduced_of = _by_column(confirmed), _by_column(reduced)
+    return [(c.k, c.field.name, _column_stream(c, scope, r, senders, confirmed_of.get(c.k, []),
+                                               reduced_of.get(c.k, []), batches))
             for c in columns]
 
 
@@ -73,12 +75,13 @@ def write(out: Store, sources: list[tuple[int, str, Iterator[pa.Table]]]) -> Non
 
 
 def _column_stream(c: PlannedColumn, scope: JobScope, r, senders: int,
-                   confirmed: list[FrequencyResult], reduced: list[FrequencyResult],
+                   confirmed: list[ColumnOutcome], reduced: list[ColumnOutcome],
                    batches: _Batches) -> Iterator[pa.Table]:
+    """`confirmed`, `reduced`: the column's outcomes of the confirm and reduce steps."""
     res, k, job, exchange = c.result, c.k, scope.job.id, scope.objects
     if res.algorithm in (BINNED, LOW_DISTINCT):
-        res.distinct_count = sum(o.distinct for o in _outcomes(reduced, k))
-        res.singleton_count = sum(o.singletons for o in _outcomes(reduced, k))
+        res.distinct_count = sum(o.distinct for o in reduced)
+        res.singleton_count = sum(o.singletons for o in reduced)
         stream = merge_sorted(exchange.stream(channel(k, "reduced"), 0)) \
             if res.algorithm == BINNED else batches.column(c.spec.batch, k)
         yield from (_at_least_twice(t) for t in stream) if c.omit_singletons else stream
@@ -91,7 +94,7 @@ def _column_stream(c: PlannedColumn, scope: JobScope, r, senders: int,
     r.delete(*staged)
     in_redis, repeated = r.zcard(key), r.zcount(key, "-inf", -2)
     # each candidate reported by m partitions was counted m times in the distinct sum
-    reports = sum(o.reports for o in _outcomes(confirmed, k))
+    reports = sum(o.reports for o in confirmed)
     res.distinct_count = distinct_sum(c) - (reports - in_redis)
     res.singleton_count = res.distinct_count - repeated
     yield from _zset_pages(r, key, 0, repeated)
@@ -128,8 +131,14 @@ class _Batches:
                 return
 
 
-def _outcomes(results: list[FrequencyResult], k: int) -> list[ColumnOutcome]:
-    return [o for r in results for o in r.columns if o.k == k]
+def _by_column(results: list[FrequencyResult]) -> dict[int, list[ColumnOutcome]]:
+    """The results' outcomes by column, gathered once (not scanned per column: a wide
+    table's columns times its outcomes)."""
+    outcomes: dict[int, list[ColumnOutcome]] = {}
+    for result in results:
+        for o in result.columns:
+            outcomes.setdefault(o.k, []).append(o)
+    return outcomes
 
 
 def _at_least_twice(t: pa.Table) -> pa.Table:
