@@ -165,9 +165,10 @@ def int96_instants(parquet: pq.ParquetFile) -> dict[str, pa.DataType]:
     zone, which would be wall-clock time, so plans in another zone compared other instants.
     (Table formats type them from the table's schema.)"""
     arrow = parquet.schema_arrow
+    names = set(arrow.names)
     return {name: pa.timestamp(arrow.field(name).type.unit, "UTC")
             for name in _int96_columns(parquet.metadata)
-            if name in arrow.names and pa.types.is_timestamp(arrow.field(name).type)}
+            if name in names and pa.types.is_timestamp(arrow.field(name).type)}
 
 
 def _int96_columns(meta: pq.FileMetaData) -> list[str]:

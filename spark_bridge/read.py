@@ -168,7 +168,10 @@ def _as_table(rows: pa.Table, file: DataFile, columns: list[str] | None) -> pa.T
         if name not in rows.column_names:
             rows = rows.append_column(name, pa.repeat(pa.scalar(value, pa.string()),
                                                       rows.num_rows))
-    return rows if columns is None else rows.select([c for c in columns if c in rows.column_names])
+    if columns is None:
+        return rows
+    held = set(rows.column_names)          # once: a wide file's names, not once a column
+    return rows.select([c for c in columns if c in held])
 
 
 def _empty(spark, table: Store, first: DataFile | None = None):

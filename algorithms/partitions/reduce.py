@@ -155,9 +155,10 @@ def units_differ(previous_index: pa.Table, previous: pa.Schema, table: pa.Schema
     """Whether a version's histograms and quantile sketches cannot be carried into the next
     one: a column it binned in another unit than the next table types it in, or one it kept
     none of (_other_units) that the next may bin."""
+    names = set(table.names)           # once: a wide table's names, not once a column
     return bool(_other_units(previous_index, previous)) or any(
         binning_unit(f.type) != binning_unit(table.field(f.name).type)
-        for f in previous if f.name in table.names)
+        for f in previous if f.name in names)
 
 
 def _other_units(index: pa.Table, table: pa.Schema) -> set[str]:
