@@ -193,6 +193,20 @@ def read_frequencies(store: Store, columns: list[str]) -> pa.Table:
     return FrequencyFile(store).read(columns)
 
 
+def by_column(rows: pa.Table, fields: tuple[str, ...] = ("value", "frequency")
+              ) -> Iterator[tuple[str, pa.Table]]:
+    """Frequency rows (as a file holds them: column after column) split by column: each
+    column's name and its `fields`, slices of `rows`, not copies."""
+    if not rows.num_rows:
+        return
+    runs = pc.run_end_encode(rows["column"].combine_chunks())
+    ends = runs.run_ends.to_numpy()
+    rows = rows.select(list(fields))
+    for name, start, end in zip(runs.values.to_pylist(), np.concatenate([[0], ends[:-1]]).tolist(),
+                                ends.tolist()):
+        yield name, rows.slice(start, end - start)
+
+
 class FrequencyFile:
     """A frequencies.parquet, opened once: its row groups' column names (the min and max of
     each group's `column`) are read once, for every column asked after."""

@@ -28,6 +28,7 @@ from lakestats.algorithms.frequencies.choice import ColumnFrequencies, choose, c
 from lakestats.core import hashing
 from lakestats.core import schema as statistics_schema
 from lakestats.core import types as ty
+from lakestats.core.batching import runs
 from lakestats.core.counting import sum_by_value
 from lakestats.core.settings import Settings
 from lakestats.metastore import files, index
@@ -37,6 +38,20 @@ from lakestats.metastore.store import DataFile
 
 MERGE_MAX = 100_000          # a list this long merges in well under a second
 MERGE_PER_ROW = 8            # or, for a large change, up to 8 values per changed row
+# values merged at once: the lists and counts of a run of columns, each file read once a run
+# (a wide table's file holds thousands of columns' row groups: opened once a column, a new
+# file cost its columns times the table's)
+RUN_ENTRIES = 4_000_000
+
+
+@dataclass
+class _Merging:
+    """A column whose list merges: its previous list's version, the partitions holding it."""
+    k: int
+    field: pa.Field
+    list_version: str
+    held: dict[str, dict]
+    entries: int                  # the previous list's values and the changed rows, at most
 
 
 @dataclass
@@ -63,6 +78,7 @@ def plan(previous: Manifest | None, previous_rows: dict[str, dict], new_index: p
     total_rows = int(pc.sum(new_index["row_count"]).as_py() or 0)
     paths = new_index["path"].to_pylist()
     added_paths = {f.rel_path for f, _ in added}
+    merging: list[_Merging] = []
     for k, field in enumerate(table_schema):
         if field.name not in names:
             continue
@@ -83,8 +99,8 @@ def plan(previous: Manifest | None, previous_rows: dict[str, dict], new_index: p
             continue
         elif not before.get("exact_as_of") and before["frequencies_complete"] \
                 and before["distinct_count"] <= max(MERGE_MAX, MERGE_PER_ROW * changed):
-            out.merged[field.name] = _merge(
-                field, layout, where["version"], held, added, removed, table_rows[k], settings)
+            merging.append(_Merging(k, field, where["version"], held,
+                                    before["distinct_count"] + changed))
         elif settings.exact or where["stale_rows"] + changed > settings.compact_fraction * total_rows:
             out.recompute.append(field.name)
         else:
@@ -93,6 +109,7 @@ def plan(previous: Manifest | None, previous_rows: dict[str, dict], new_index: p
             out.stale[field.name] = before.get("exact_as_of") or previous.version
             continue
         out.lists[field.name] = {"version": version, "stale_rows": 0}
+    out.merged = _merged(merging, layout, added, removed, table_rows, settings)
     return out
 
 
@@ -114,45 +131,63 @@ def removed_partitions(previous_index: pa.Table, previous_schema: pa.Schema,
     return out
 
 
-def _merge(field: pa.Field, layout: Layout, list_version: str, held: dict[str, dict],
-           added: list[tuple[DataFile, pa.Schema]], removed: dict[str, dict], table_row: dict,
+def _merged(merging: list[_Merging], layout: Layout, added: list[tuple[DataFile, pa.Schema]],
+            removed: dict[str, dict], table_rows: list[dict], settings: Settings
+            ) -> dict[str, tuple[ColumnFrequencies, pa.Table]]:
+    """Each merging column's list: the previous one, plus the added partitions' counts, minus
+    the removed ones'; a run of columns at a time, each file read once a run."""
+    out = {}
+    for run in runs(((m, m.entries) for m in merging), RUN_ENTRIES):
+        parts = {m.field.name: [(_EMPTY, 1)] for m in run}
+        types = {m.field.name: m.field.type for m in run}
+        for version in sorted({m.list_version for m in run}):
+            names = [m.field.name for m in run if m.list_version == version]
+            for name, rows in files.by_column(
+                    files.read_frequencies(layout.version(version), names)):
+                parts[name].append((rows, 1))
+        for f, part_schema in added:
+            _counts(parts, layout.partition(f.rel_path, f.fingerprint), part_schema, types,
+                    [m.field.name for m in run if f.rel_path in m.held], 1)
+        for path, row in removed.items():
+            _counts(parts, layout.partition(path, row["fingerprint"]), row["schema"], types,
+                    [m.field.name for m in run if m.field.name in row["values"]], -1)
+        for m in run:
+            out[m.field.name] = _merge(m, parts[m.field.name], table_rows[m.k], settings)
+    return out
+
+
+_EMPTY = pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
+
+
+def _counts(parts: dict[str, list[tuple[pa.Table, int]]], directory, part_schema: pa.Schema,
+            types: dict[str, pa.DataType], names: list[str], sign: int) -> None:
+    """A partition's (value, frequency) of `names`, values as the table's types spell them."""
+    if names:
+        for name, rows in files.by_column(files.read_frequencies(directory, names)):
+            parts[name].append((files.retexted(rows, part_schema.field(name).type,
+                                               types[name]), sign))
+
+
+def _merge(m: _Merging, parts: list[tuple[pa.Table, int]], table_row: dict,
            settings: Settings) -> tuple[ColumnFrequencies, pa.Table]:
-    """The previous list, plus the added partitions' counts, minus the removed ones'."""
-    parts = [files.read_frequencies(layout.version(list_version), [field.name])]
-    signs = [1]
-    for f, part_schema in added:
-        if f.rel_path in held:
-            parts.append(_partition_counts(layout.partition(f.rel_path, f.fingerprint),
-                                           part_schema, field))
-            signs.append(1)
-    for path, row in removed.items():
-        if field.name in row["values"]:
-            parts.append(_partition_counts(layout.partition(path, row["fingerprint"]),
-                                           row["schema"], field))
-            signs.append(-1)
-    values = pa.chunked_array([p["value"] for p in parts], pa.string())
-    frequencies = pa.chunked_array([pc.multiply(p["frequency"], sign)
-                                    for p, sign in zip(parts, signs)], pa.int64())
+    """A column's list from its signed parts' counts."""
+    values = pa.chunked_array([p["value"] for p, _ in parts], pa.string())
+    frequencies = pa.chunked_array([pc.multiply(p["frequency"], sign) for p, sign in parts],
+                                   pa.int64())
     values, summed = sum_by_value(values, frequencies.to_numpy())
     merged = pa.table({"value": values, "frequency": summed})
     merged = merged.filter(pc.greater(merged["frequency"], 0)).sort_by(
         [("frequency", "descending"), ("value", "ascending")])
-    result = ColumnFrequencies(field.name, "", distinct_count=merged.num_rows,
+    result = ColumnFrequencies(m.field.name, "", distinct_count=merged.num_rows,
                                singleton_count=int(pc.sum(pc.equal(
                                    merged["frequency"], 1)).as_py() or 0))
-    auto = choose(list(held.values()), table_row, settings.frequencies)
+    auto = choose(list(m.held.values()), table_row, settings.frequencies)
     result.algorithm = auto if settings.frequencies.algorithm == "auto" \
         else settings.frequencies.algorithm
     if auto == LOW_DUPLICATE and not settings.frequencies.all_values:   # near-unique
         merged = merged.filter(pc.greater(merged["frequency"], 1))
         result.complete = result.singleton_count == 0
     return result, merged
-
-
-def _partition_counts(directory, part_schema: pa.Schema, field: pa.Field) -> pa.Table:
-    """A partition's (value, frequency) of a column, values as the table's type spells them."""
-    counts = files.read_frequencies(directory, [field.name]).select(["value", "frequency"])
-    return files.retexted(counts, part_schema.field(field.name).type, field.type)
 
 
 def estimated_distinct(row: dict) -> int | None:

@@ -155,23 +155,15 @@ def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, li
     wanted of each, partition by partition and in file order: slices of what was read, not
     copies (a wide table's batch holds hundreds of columns); values re-rendered in the table's
     type where a partition types the column otherwise."""
-    def read(item: tuple[str, list[str]]) -> pa.Table:
+    def read(item: tuple[str, list[str]]) -> tuple[str, pa.Table]:
         path, names = item
         rows = files.read_frequencies(partition_dir(path), names)
-        return rows.append_column("path", pa.repeat(pa.scalar(path), rows.num_rows))
+        return path, rows.append_column("path", pa.repeat(pa.scalar(path), rows.num_rows))
     with ThreadPoolExecutor(16) as pool:
         tables = list(pool.map(read, wanted.items()))
     pieces: dict[str, list[pa.Table]] = {}
-    for table in tables:
-        if not table.num_rows:
-            continue
-        runs = pc.run_end_encode(table["column"].combine_chunks())   # a file's rows come
-        ends = runs.run_ends.to_numpy()                               # column by column
-        table = table.select(["value", "path", "frequency"])
-        path = table["path"][0].as_py()
-        for name, start, end in zip(runs.values.to_pylist(), np.concatenate(
-                [[0], ends[:-1]]).tolist(), ends.tolist()):
-            piece = table.slice(start, end - start)
+    for path, table in tables:
+        for name, piece in files.by_column(table, ("value", "path", "frequency")):
             if (path, name) in retyped:
                 piece = files.retexted(piece, *retyped[path, name])
             pieces.setdefault(name, []).append(piece)
