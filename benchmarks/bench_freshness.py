@@ -1,14 +1,15 @@
 """Freshness: what a new, removed or rewritten file costs, against a full compute and Spark.
 
 Tables (TPC-H lineitem clustered by ship date): one file per ship month at SF1 (84 files),
-the same rows in 840 files, optionally 84 files at SF10 (--sf10), and small files (1,000 and
-10,000, --small). Each lakestats step is `lakestats compute TABLE` end to end, in a process of
+the same rows in 840 files, optionally 84 files at SF10 (--sf10), small files (1,000 and
+10,000, --small), and wide tables of int64 columns in 20 files of 2,000 rows (--wide 1000,5000:
+a new file's cost must follow its columns, not their square). Each lakestats step is `lakestats compute TABLE` end to end, in a process of
 its own (its peak RSS, workers included, is printed). Spark's way beside it: a new file
 dirties ANALYZE's statistics (the re-ANALYZE is timed), and a query plan lists the files and
 reads their footers (timed). Planning and lookups are timed in-process.
 
     .venv/bin/python benchmarks/bench_freshness.py [--sf10] [--small 1000,10000] [--small-only]
-                                                   [--skip-spark]
+                                                   [--wide 1000,5000] [--skip-spark]
 """
 from __future__ import annotations
 
@@ -91,11 +92,13 @@ def by_month(data: Path, scale: float) -> Path:
     return out
 
 
-def changes(name: str, source: Path, work: Path, spark) -> dict:
-    """Full compute, then a new file, a removed one, a rewritten one and --exact, on a copy."""
+def changes(name: str, source: Path, work: Path, spark, probe: str = "l_orderkey = 4000000"
+            ) -> dict:
+    """Full compute, then a new file, a removed one, a rewritten one and --exact, on a copy
+    (without the source's statistics); `probe`: the predicate of Spark's plan."""
     table = work / name
     shutil.rmtree(table, ignore_errors=True)
-    shutil.copytree(source, table)
+    shutil.copytree(source, table, ignore=shutil.ignore_patterns("_lakestats"))
     files = sorted(table.glob("*.parquet"))
     held = work / f"{name}-held.parquet"
     files[-1].rename(held)
@@ -114,11 +117,11 @@ def changes(name: str, source: Path, work: Path, spark) -> dict:
     out["--exact (compaction)"] = lakestats("compute", str(table), "--quiet", "--json",
                                             "--exact")
     if spark is not None:
-        out["spark"] = spark_way(spark, table, name)
+        out["spark"] = spark_way(spark, table, name, probe)
     return out
 
 
-def spark_way(spark, table: Path, name: str) -> dict:
+def spark_way(spark, table: Path, name: str, probe: str) -> dict:
     """What a new file costs Spark: a re-ANALYZE, and a plan that lists and reads footers."""
     spark.sql(f"DROP TABLE IF EXISTS {name.replace('-', '_')}")
     spark.sql(f"CREATE TABLE {name.replace('-', '_')} USING parquet LOCATION '{table}'")
@@ -126,7 +129,7 @@ def spark_way(spark, table: Path, name: str) -> dict:
     spark.sql(f"ANALYZE TABLE {name.replace('-', '_')} COMPUTE STATISTICS FOR ALL COLUMNS")
     analyze = time.perf_counter() - start
     start = time.perf_counter()
-    spark.read.parquet(str(table)).where("l_orderkey = 4000000").inputFiles()
+    spark.read.parquet(str(table)).where(probe).inputFiles()
     return {"re-ANALYZE": analyze, "list + footers": time.perf_counter() - start}
 
 
@@ -192,7 +195,9 @@ def main() -> None:
     p.add_argument("--small", default="", help="also these many small files, e.g. 1000,10000")
     p.add_argument("--skip-spark", action="store_true")
     p.add_argument("--small-only", action="store_true",
-                   help="only the small-file tables (with --small) and the lookups")
+                   help="only the small-file tables (with --small or --wide) and the lookups")
+    p.add_argument("--wide", default="", help="also wide tables of these many columns, e.g. "
+                   "1000,5000")
     args = p.parse_args()
     work = args.data_dir / "freshness"
     work.mkdir(parents=True, exist_ok=True)
@@ -211,10 +216,14 @@ def main() -> None:
         tables[f"SF1 in {int(n):,} small files"] = split(month, work / f"src-{n}", int(n))
     results = {name: changes(name.replace(" ", "-").replace(",", ""), source, work, spark)
                for name, source in tables.items()}
+    for n in filter(None, args.wide.split(",")):
+        name = f"{int(n):,} columns x 20 files"
+        results[name] = changes(name.replace(" ", "-").replace(",", ""),
+                                wide(work, int(n), 20, 2000), work, spark, "c0001 = 1")
     show(results)
 
     print("\nprune planning, in-process (median of 5)")
-    for name in results:
+    for name in (n for n in results if "columns" not in n):
         root = str(work / name.replace(" ", "-").replace(",", "") / "_lakestats")
         for label, seconds in planning(root).items():
             print(f"  {name:<28} {label:<26} {seconds * 1000:8.1f} ms")
