@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -171,10 +172,10 @@ def _counts(parts: dict[str, list[tuple[pa.Table, int]]], directory, part_schema
 def _merge(m: _Merging, parts: list[tuple[pa.Table, int]], table_row: dict,
            settings: Settings) -> tuple[ColumnFrequencies, pa.Table]:
     """A column's list from its signed parts' counts."""
-    values = pa.chunked_array([p["value"] for p, _ in parts], pa.string())
-    frequencies = pa.chunked_array([pc.multiply(p["frequency"], sign) for p, sign in parts],
-                                   pa.int64())
-    values, summed = sum_by_value(values, frequencies.to_numpy())
+    # chunks, not the columns: pa.chunked_array walks a ChunkedArray value by value in Python
+    values = pa.chunked_array([c for p, _ in parts for c in p["value"].chunks], pa.string())
+    signed = np.concatenate([p["frequency"].to_numpy() * sign for p, sign in parts])
+    values, summed = sum_by_value(values, signed)
     merged = pa.table({"value": values, "frequency": summed})
     merged = merged.filter(pc.greater(merged["frequency"], 0)).sort_by(
         [("frequency", "descending"), ("value", "ascending")])
