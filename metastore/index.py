@@ -177,7 +177,12 @@ def _retyped(column: pa.StructArray, target: pa.DataType) -> pa.StructArray:
 
 
 def write(out: Store, index: pa.Table) -> None:
-    out.write_parquet(index, INDEX)
+    # one column chunk per statistic per table column (23,000 at 1,000 columns), of a row
+    # per partition: the cost is per chunk, and zstd's per-page setup, dictionaries and
+    # statistics more than doubled it (0.84 s against 0.37 s there). Only path is filtered
+    # on. Snappy also reads a 1,000-file index 3x faster than zstd, for 1.5x its bytes.
+    out.write_parquet(index, INDEX, compression="snappy", use_dictionary=False,
+                      write_statistics=["path"])
 
 
 def read(directory: Store, table_schema: pa.Schema, columns: list[str] | None = None,

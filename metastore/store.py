@@ -329,10 +329,10 @@ class Store:
     # Parquet pages written here carry CRC checksums, verified whenever a page is read: a
     # corrupt statistics file fails its read instead of answering wrong
     def write_parquet(self, table: pa.Table, *parts: str, row_group_size: int | None = None,
-                      **options) -> None:
-        """`options`: pq.write_table's, beside the compression and page checksums."""
+                      compression: str = "zstd", **options) -> None:
+        """`options`: pq.write_table's, beside the page checksums."""
         sink = pa.BufferOutputStream()
-        pq.write_table(table, sink, row_group_size=row_group_size, compression="zstd",
+        pq.write_table(table, sink, row_group_size=row_group_size, compression=compression,
                        write_page_checksum=True, **options)
         self.write_bytes(sink.getvalue().to_pybytes(), *parts)
 
