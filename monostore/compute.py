@@ -309,6 +309,8 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
             # column no file holds yet, or an empty table's: its rows are nulls)
             reconciled = dict(zip(table_schema.names, table_schema))
             table_schema = pa.schema([reconciled.get(f.name, f) for f in format_schema])
+        if not batch and index_schema is not None and table_schema.equals(index_schema):
+            break                       # nothing came and no column left: the rows as they are
         retyped = index.retyped_types([(f.rel_path, s) for f, s in schemas], table_schema)
         members = membership.collect(layout, stats, settings.partition.bloom_min_distinct, pack,
                                      retyped)
@@ -359,9 +361,12 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
             whole=settings.exact) if indexed else []
         statistics = files.statistics_table(rows, table_stats.schema, table_stats.row_count,
                                             plugins, plugin_errors)
-        index.write(out, new_index)
-        histograms.write(out, table_stats.histograms)
-        out.write_parquet(statistics, STATISTICS, row_group_size=files.STATISTICS_ROW_GROUP)
+        with ThreadPoolExecutor(3) as pool:      # side by side: Parquet writes release the GIL
+            for job in [pool.submit(index.write, out, new_index),
+                        pool.submit(histograms.write, out, table_stats.histograms),
+                        pool.submit(out.write_parquet, statistics, STATISTICS,
+                                    row_group_size=files.STATISTICS_ROW_GROUP)]:
+                job.result()
         written = write_manifest(layout, Manifest(   # which records every file's size itself
             version=version, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             table=report.table, row_count=table_stats.row_count,
