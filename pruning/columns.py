@@ -23,6 +23,10 @@ BLOOM_FIELDS = ("bloom_pack", "bloom_offset", "bloom_length")
 # most of the index's bytes, left out of a plan's read: value lists are read at the first
 # partition asked for its values; range sets are for join pruning (pruning.join_tables)
 NOT_READ_AHEAD = ("values", "range_set")
+# before these, Spark may read a file's dates and timestamps in the Julian calendar (files of
+# Spark 2, or written in its LEGACY rebase mode, or any file in a session that reads in it)
+JULIAN_DATES_BEFORE = dt.date(1582, 10, 15)
+JULIAN_TIMESTAMPS_BEFORE = dt.datetime(1900, 1, 1, tzinfo=dt.timezone.utc)
 
 
 @dataclass
@@ -76,6 +80,20 @@ class ColumnStats:
         ranked[both.is_null().to_numpy(zero_copy_only=False)] = 0
         n = len(self.struct)
         return ranked[:n], ranked[n:]
+
+    def maybe_julian(self) -> bool:
+        """Whether a partition holds a date or timestamp that Spark may read days away from
+        the statistics' proleptic Gregorian one (JULIAN_DATES_BEFORE)."""
+        if self.arrow is None:
+            return False
+        lows = self.arrow[0]
+        if pa.types.is_date(lows.type):
+            before = pa.scalar(JULIAN_DATES_BEFORE)
+        elif pa.types.is_timestamp(lows.type):
+            before = pa.scalar(JULIAN_TIMESTAMPS_BEFORE, pa.timestamp("us", "UTC"))
+        else:
+            return False
+        return bool(pc.any(pc.less(lows, before.cast(lows.type))).as_py())
 
     def counts(self, name: str) -> np.ndarray:
         return pc.fill_null(pc.struct_field(self.struct, name), 0).to_numpy(

@@ -250,18 +250,18 @@ class Partitions(Views):
         return self._directories[name]
 
     def typed_by_spark(self, hive_types: bool = True) -> set[str]:
-        """The Hive directory columns that Spark types otherwise than here, whose comparisons
-        and order plans leave to Spark: every one when it infers no `hive_types` (with
-        spark.sql.sources.partitionColumnTypeInference.enabled=false, p=10 is text, before
-        p=9), else those of text that it may type as timestamps
-        (formats.hive.SPARK_TIMESTAMP: `2024-01-05 9:00:00` is after `... 10:00:00` as text,
-        not as a time)."""
+        """The columns Spark may read otherwise than here, whose comparisons and order plans
+        leave to Spark: dates and times it may read as Julian (ColumnStats.maybe_julian), and
+        Hive directory columns: all when it infers no `hive_types` (with spark.sql.sources
+        .partitionColumnTypeInference.enabled=false, p=10 is text, before p=9), else those of
+        text it may type as timestamps (`2024-01-05 9:00:00` is after `... 10:00:00` as text)."""
+        julian = {name for name, c in self.per_column.items() if c.maybe_julian()}
         if not hive_types:
-            return set(self.hive_names)
-        return {name for name in self.hive_names
-                if (name not in self.names or ty.kind_of(self.table_schema.field(name).type)
-                    == ty.STRING) and pc.any(pc.match_substring_regex(
-                        self._directory_texts(name)[1], SPARK_TIMESTAMP)).as_py()}
+            return julian | self.hive_names
+        return julian | {name for name in self.hive_names
+                         if (name not in self.names or ty.kind_of(self.table_schema.field(
+                             name).type) == ty.STRING) and pc.any(pc.match_substring_regex(
+                                 self._directory_texts(name)[1], SPARK_TIMESTAMP)).as_py()}
 
     def _directory_texts(self, name: str) -> tuple[np.ndarray, pa.Array]:
         """The partitions with a Hive directory value of `name`, and those values' text."""

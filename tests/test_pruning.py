@@ -125,16 +125,21 @@ def test_not_like_in_a_query_is_the_negation_of_like(tmp_path, run):
 
 def test_nanosecond_bounds_at_the_end_of_int64_round_outwards(table):
     """A nanosecond timestamp within a microsecond of int64's end (2262-04-11T23:47:16.854775807)
-    once failed every plan of its table with Arrow's cast error."""
+    once failed every plan of its table with Arrow's cast error. Its start, in 1677, is a time
+    Spark may read in the Julian calendar: a column holding it is left to Spark."""
     end, start = 2**63 - 1, -2**63
+    mid = pa.array([1_700_000_000_123_456_789], pa.timestamp("ns"))
     for zone in (None, "Asia/Kolkata"):
         ns = pa.timestamp("ns", zone)
-        pruned = table({"ends": {"t": pa.array([start, end - 190], ns)},
-                        "middle": {"t": pa.array([1_700_000_000_123_456_789], ns)}})
         z = "" if zone is None else "+00:00"
+        pruned = table({"ends": {"t": pa.array([end - 190], ns)},
+                        "middle": {"t": mid.cast(ns)}})
         assert kept(pruned(f"t > TIMESTAMP '2262-04-11 23:47:16.854774{z}'")) == ["ends"]
-        assert kept(pruned(f"t < TIMESTAMP '1677-09-21 00:12:43.145225{z}'")) == ["ends"]
         assert kept(pruned(f"t >= TIMESTAMP '2023-11-14 22:13:20.123458{z}'")) == ["ends"]
+        pruned = table({"ends": {"t": pa.array([start, end - 190], ns)},
+                        "middle": {"t": mid.cast(ns)}})
+        assert kept(pruned(f"t < TIMESTAMP '1677-09-21 00:12:43.145225{z}'")) \
+            == ["ends", "middle"]
 
 
 def test_membership_of_a_file_typing_the_column_otherwise(tmp_path, run):

@@ -2,6 +2,8 @@
 moto's S3 server, and read only the kept files."""
 from __future__ import annotations
 
+import datetime as dt
+
 import boto3
 import numpy as np
 import pyarrow as pa
@@ -161,3 +163,37 @@ def test_directories_are_text_when_spark_infers_no_types(tmp_path, spark, run):
                 == rows(whole.where(where)) == rows(source.where(where)), where
     finally:
         spark.conf.unset(conf)
+
+
+def test_dates_spark_may_read_as_julian_are_left_to_it(tmp_path, spark, run):
+    """In its LEGACY rebase mode, Spark reads a date before 1582-10-15 (a timestamp before
+    1900) of a file whose writer it does not know as a Julian date, days away from the
+    statistics' proleptic Gregorian one: plans pruned by the statistics' bounds lost the file
+    that holds the date Spark reads, in `read` and in the lakestats source. Such columns are
+    left to Spark."""
+    uri = str(tmp_path / "t")
+    ancient = [dt.date(1500, 1, 1) + dt.timedelta(days=k) for k in range(20)]
+    write(tmp_path / "t" / "old.parquet", pa.table({
+        "d": ancient, "t": [dt.datetime(1850, 6, 1, tzinfo=dt.timezone.utc)] * 20,
+        "x": list(range(20))}))
+    write(tmp_path / "t" / "new.parquet", pa.table({
+        "d": [dt.date(2020, 1, 1)], "t": [dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)],
+        "x": [99]}))
+    run(uri)
+    confs = ("spark.sql.parquet.datetimeRebaseModeInRead",
+             "spark.sql.parquet.int96RebaseModeInRead")
+    for conf in confs:
+        spark.conf.set(conf, "LEGACY")
+    try:
+        whole, source = spark.read.parquet(uri), spark.read.format("lakestats").load(uri)
+        seen = sorted(r.d for r in whole.select("d").collect())
+        assert seen[0] != ancient[0]               # Spark reads other dates than were written
+        later = seen[-2].isoformat()               # the last ancient date as Spark reads it
+        for where in (f"d = DATE '{later}'", f"d >= DATE '{later}'",
+                      f"d BETWEEN DATE '{seen[0]}' AND DATE '{seen[0]}'",
+                      "t < TIMESTAMP '1850-06-01 00:00:00'", "t >= TIMESTAMP '1850-05-01'"):
+            assert rows(spark_bridge.read(spark, uri, where=where)) == rows(whole.where(where)) \
+                == rows(source.where(where)), where
+    finally:
+        for conf in confs:
+            spark.conf.unset(conf)
