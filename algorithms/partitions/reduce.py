@@ -188,8 +188,8 @@ def _reduce_row(field: pa.Field, present: pa.StructArray, total_rows: int) -> di
     """The column's row from the index rows of the partitions holding it."""
     kind = ty.kind_of(field.type)
 
-    def child(name: str) -> pa.Array:
-        return pc.struct_field(present, name)
+    def child(name: str) -> pa.Array:      # `present` has no null: its fields as they are
+        return present.field(name)
 
     def total(name: str) -> int:
         return int(pc.sum(child(name)).as_py() or 0)
@@ -210,11 +210,10 @@ def _reduce_row(field: pa.Field, present: pa.StructArray, total_rows: int) -> di
     if kind in ty.LENGTH_KINDS:
         sized = present.filter(pc.is_valid(child("min_length")))
         if len(sized):
-            n = pc.subtract(pc.struct_field(sized, "row_count"),
-                            pc.struct_field(sized, "null_count")).to_pylist()
-            row["min_length"] = pc.min(pc.struct_field(sized, "min_length")).as_py()
-            row["max_length"] = pc.max(pc.struct_field(sized, "max_length")).as_py()
-            avg = pc.struct_field(sized, "avg_length").to_pylist()
+            n = pc.subtract(sized.field("row_count"), sized.field("null_count")).to_pylist()
+            row["min_length"] = pc.min(sized.field("min_length")).as_py()
+            row["max_length"] = pc.max(sized.field("max_length")).as_py()
+            avg = sized.field("avg_length").to_pylist()
             row["avg_length"] = sum(a * k for a, k in zip(avg, n)) / sum(n)
     if kind == ty.BOOLEAN:
         row["true_count"] = total("true_count")
