@@ -66,6 +66,14 @@ def test_s3_table_matches_local_table_and_oracle(tmp_path, s3_endpoint, run):
         assert cols[name]["max"] == str(expected["max"])
 
 
+def without_grid(stats: StatisticsReader) -> list[dict]:
+    """The statistics but sketches and histogram grids: after files left, sketches hold their
+    values, and a histogram whose range shrank may keep its coarser grid (its counts exact),
+    until --exact merges anew."""
+    return [{k: v for k, v in row.items() if k != "histogram_exponent"}
+            for row in statistics_without_sketches(stats.statistics())]
+
+
 def test_incremental_compute_reuses_unchanged_partitions(tmp_path, run):
     for i in range(4):
         write(tmp_path / f"p{i}.parquet", mixed(2000, seed=i))
@@ -89,11 +97,6 @@ def test_incremental_compute_reuses_unchanged_partitions(tmp_path, run):
     fresh_root = tmp_path.parent / f"{tmp_path.name}-fresh"
     run(tmp_path, stats_root=str(fresh_root))
     incremental, fresh = table_stats(tmp_path), StatisticsReader(str(fresh_root))
-    # files left: sketches hold their values, and a histogram whose range shrank may keep its
-    # coarser grid (its counts exact), until --exact merges anew
-    def without_grid(stats):
-        return [{k: v for k, v in row.items() if k != "histogram_exponent"}
-                for row in statistics_without_sketches(stats.statistics())]
     assert without_grid(incremental) == without_grid(fresh)
     assert incremental.summary()["row_count"] == 1500 + 2000 + 2000 + 1000
     run(tmp_path, exact=True)
@@ -101,6 +104,26 @@ def test_incremental_compute_reuses_unchanged_partitions(tmp_path, run):
         statistics_without_sketches(fresh.statistics())
     assert table_stats(tmp_path).version_dir().read_parquet(HISTOGRAMS) == \
         fresh.version_dir().read_parquet(HISTOGRAMS)
+
+
+def test_a_removed_file_takes_the_columns_only_it_held(tmp_path, run):
+    """A version that only lost files keeps the index's other rows as they are, unless a
+    column left with them: then every row is re-keyed to the columns left. Both equal a
+    clean compute of the files left."""
+    write(tmp_path / "a.parquet", pa.table({"x": [1, 2], "y": ["p", "q"]}))
+    for k, name in enumerate(("b", "c")):
+        write(tmp_path / f"{name}.parquet", pa.table({"x": np.arange(500) * (k + 2)}))
+    run(tmp_path)
+    for gone, columns in (("c", ["x", "y"]), ("a", ["x"])):
+        (tmp_path / f"{gone}.parquet").unlink()
+        assert run(tmp_path).removed == 1
+        clean = tmp_path.parent / f"{tmp_path.name}-clean-{gone}"
+        run(tmp_path, stats_root=str(clean))
+        now, fresh = table_stats(tmp_path), StatisticsReader(str(clean))
+        assert now.schema().names == fresh.schema().names == columns
+        assert now.partition_index(columns).drop_columns(["etag"]) \
+            == fresh.partition_index(columns).drop_columns(["etag"])
+        assert without_grid(now) == without_grid(fresh)
 
 
 def test_bad_files_fail_alone_and_block_publication(tmp_path, run):
