@@ -38,6 +38,15 @@ def decode_schema(text: str) -> pa.Schema:
 
 # -- statistics.parquet
 
+def write_statistics(out: Store, table: pa.Table, row_group_size: int | None = None) -> None:
+    """Rows are found by position (a version's row groups hold STATISTICS_ROW_GROUP columns
+    each), never by Parquet's statistics, which for the sketch columns are most of a small
+    file (a partition's of 6 columns: 43 KB written in 0.95 ms with them and dictionaries,
+    25 KB in 0.59 ms without)."""
+    out.write_parquet(table, STATISTICS, row_group_size=row_group_size,
+                      write_statistics=False, use_dictionary=False)
+
+
 def statistics_table(rows: list[dict], data_schema: pa.Schema, row_count: int,
                      statistics: list[udf.Statistic] = (),
                      errors: dict[str, dict[str, str]] | None = None) -> pa.Table:

@@ -104,8 +104,10 @@ def write(out: Store, table: pa.Table, ranged: bool = True) -> None:
     size = max(ROW_GROUP_BINS, math.ceil(table.num_rows / groups)) if ranged \
         else max(1, table.num_rows)
     # bin edges and counts seldom repeat: dictionaries make the file larger and slower to
-    # write and read (a 1,000-column file: 7.0 -> 4.6 MB)
-    out.write_parquet(table, HISTOGRAMS, row_group_size=size, use_dictionary=False)
+    # write and read (a 1,000-column file: 7.0 -> 4.6 MB); only range lookups read the
+    # edges' statistics (a partition's file of 4 columns: 0.55 -> 0.38 ms, 17 -> 11 KB)
+    out.write_parquet(table, HISTOGRAMS, row_group_size=size, use_dictionary=False,
+                      write_statistics=ranged)
 
 
 def bins_between(directory: Store, name: str, arrow_type: pa.DataType,

@@ -364,8 +364,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         with ThreadPoolExecutor(3) as pool:      # side by side: Parquet writes release the GIL
             for job in [pool.submit(index.write, out, new_index),
                         pool.submit(histograms.write, out, table_stats.histograms),
-                        pool.submit(out.write_parquet, statistics, STATISTICS,
-                                    row_group_size=files.STATISTICS_ROW_GROUP)]:
+                        pool.submit(files.write_statistics, out, statistics,
+                                    files.STATISTICS_ROW_GROUP)]:
                 job.result()
         written = write_manifest(layout, Manifest(   # which records every file's size itself
             version=version, created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -21,7 +21,6 @@ from lakestats.core.settings import PartitionSettings
 from lakestats.formats import FormatError
 from lakestats.formats.rows import Rows, open_rows
 from lakestats.metastore import files, histograms
-from lakestats.metastore.layout import STATISTICS
 from lakestats.metastore.store import Store
 
 
@@ -133,4 +132,4 @@ def write(stats: PartitionStats, out: Store) -> None:
     records the other files' sizes (files.intact checks them)."""
     files.write_frequencies(out, stats.frequencies)
     histograms.write(out, stats.histograms, ranged=False)
-    out.write_parquet(files.with_sibling_sizes(stats.statistics, out), STATISTICS)
+    files.write_statistics(out, files.with_sibling_sizes(stats.statistics, out))
