@@ -39,10 +39,11 @@ def decode_schema(text: str) -> pa.Schema:
 # -- statistics.parquet
 
 def write_statistics(out: Store, table: pa.Table, row_group_size: int | None = None) -> None:
-    """Rows are found by position (a version's row groups hold STATISTICS_ROW_GROUP columns
-    each), never by Parquet's statistics, which for the sketch columns are most of a small
-    file (a partition's of 6 columns: 43 KB written in 0.95 ms with them and dictionaries,
-    25 KB in 0.59 ms without)."""
+    """A partition's or a version's statistics.parquet. Its rows are found by position (a
+    version's row groups hold STATISTICS_ROW_GROUP columns each), never by Parquet's
+    statistics, which for the sketch columns are most of a small file: none are written (a
+    partition's of 6 columns: 43 KB in 0.95 ms with them and dictionaries, 25 KB in 0.59 ms
+    without)."""
     out.write_parquet(table, STATISTICS, row_group_size=row_group_size,
                       write_statistics=False, use_dictionary=False)
 
