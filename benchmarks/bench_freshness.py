@@ -2,11 +2,12 @@
 
 Tables (TPC-H lineitem clustered by ship date): one file per ship month at SF1 (84 files),
 the same rows in 840 files, optionally 84 files at SF10 (--sf10), small files (1,000 and
-10,000, --small), and wide tables of int64 columns in 20 files of 2,000 rows (--wide 1000,5000:
-a new file's cost must follow its columns, not their square). Each lakestats step is `lakestats compute TABLE` end to end, in a process of
-its own (its peak RSS, workers included, is printed). Spark's way beside it: a new file
-dirties ANALYZE's statistics (the re-ANALYZE is timed), and a query plan lists the files and
-reads their footers (timed). Planning and lookups are timed in-process.
+10,000, --small), and wide tables of int64 columns in 20 files of 2,000 rows (--wide
+1000,5000: a new file's cost must follow its columns, not their square). Each lakestats step
+is `lakestats compute TABLE` end to end, in a process of its own (its peak RSS, workers
+included, is printed). Spark's way beside it: a new file dirties ANALYZE's statistics (the
+re-ANALYZE is timed), and a query plan lists the files and reads their footers (timed).
+Planning and lookups are timed in-process.
 
     .venv/bin/python benchmarks/bench_freshness.py [--sf10] [--small 1000,10000] [--small-only]
                                                    [--wide 1000,5000] [--skip-spark]

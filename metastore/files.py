@@ -165,11 +165,15 @@ def frequencies_table(per_column: list[tuple[str, pa.Table]]) -> pa.Table:
                      "frequency": frequency[order]}, schema=schema.FREQUENCIES_SCHEMA)
 
 
-def column_runs(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
-    """(column, its rows) of a table of frequencies in file order: one run per column."""
+def column_runs(table: pa.Table, fields: tuple[str, ...] | None = None
+                ) -> Iterator[tuple[str, pa.Table]]:
+    """(column, its rows) of a table of frequencies in file order, one run per column: slices
+    of the table (of its `fields` only, if given), not copies."""
     names = table["column"].combine_chunks()
     if not len(names):
         return
+    if fields is not None:
+        table = table.select(list(fields))
     runs = pc.run_end_encode(names)
     start = 0
     for name, end in zip(runs.values.to_pylist(), runs.run_ends.to_numpy()):
@@ -201,20 +205,6 @@ def write_frequencies(out: Store, table: pa.Table) -> None:
 def read_frequencies(store: Store, columns: list[str]) -> pa.Table:
     """(column, value, frequency) rows of `columns`, in file order."""
     return FrequencyFile(store).read(columns)
-
-
-def by_column(rows: pa.Table, fields: tuple[str, ...] = ("value", "frequency")
-              ) -> Iterator[tuple[str, pa.Table]]:
-    """Frequency rows (as a file holds them: column after column) split by column: each
-    column's name and its `fields`, slices of `rows`, not copies."""
-    if not rows.num_rows:
-        return
-    runs = pc.run_end_encode(rows["column"].combine_chunks())
-    ends = runs.run_ends.to_numpy()
-    rows = rows.select(list(fields))
-    for name, start, end in zip(runs.values.to_pylist(), np.concatenate([[0], ends[:-1]]).tolist(),
-                                ends.tolist()):
-        yield name, rows.slice(start, end - start)
 
 
 class FrequencyFile:

@@ -60,8 +60,7 @@ def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_di
         if not (small or again):
             return f.rel_path, {}, blooms
         freq = files.read_frequencies(directory, small + again)
-        runs = {name: rows.select(["value", "frequency"])
-                for name, rows in files.column_runs(freq)}
+        runs = dict(files.column_runs(freq, ("value", "frequency")))
         unfit = set()   # values the table's type cannot hold: nor can their bounds, and
         for name in [n for n in runs if (f.rel_path, n) in retyped]:    # index.build names them
             try:

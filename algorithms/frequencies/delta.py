@@ -143,8 +143,8 @@ def _merged(merging: list[_Merging], layout: Layout, added: list[tuple[DataFile,
         types = {m.field.name: m.field.type for m in run}
         for version in sorted({m.list_version for m in run}):
             names = [m.field.name for m in run if m.list_version == version]
-            for name, rows in files.by_column(
-                    files.read_frequencies(layout.version(version), names)):
+            for name, rows in files.column_runs(
+                    files.read_frequencies(layout.version(version), names), _COUNTS):
                 parts[name].append((rows, 1))
         for f, part_schema in added:
             _counts(parts, layout.partition(f.rel_path, f.fingerprint), part_schema, types,
@@ -157,6 +157,7 @@ def _merged(merging: list[_Merging], layout: Layout, added: list[tuple[DataFile,
     return out
 
 
+_COUNTS = ("value", "frequency")
 _EMPTY = pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
 
 
@@ -164,7 +165,8 @@ def _counts(parts: dict[str, list[tuple[pa.Table, int]]], directory, part_schema
             types: dict[str, pa.DataType], names: list[str], sign: int) -> None:
     """A partition's (value, frequency) of `names`, values as the table's types spell them."""
     if names:
-        for name, rows in files.by_column(files.read_frequencies(directory, names)):
+        for name, rows in files.column_runs(files.read_frequencies(directory, names),
+                                            _COUNTS):
             parts[name].append((files.retexted(rows, part_schema.field(name).type,
                                                types[name]), sign))
 

@@ -27,7 +27,7 @@ def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]
     """(value, frequency) of each column in this partition, values as the table's type spells
     them (a column that is int32 here and float64 in the table is re-rendered)."""
     table = files.read_frequencies(Store(stats_dir), [c.name for c in columns])
-    runs = {name: rows.select(["value", "frequency"]) for name, rows in files.column_runs(table)}
+    runs = dict(files.column_runs(table, ("value", "frequency")))
     out = {}
     for c in columns:
         counts = runs.get(c.name, table.select(["value", "frequency"]).slice(0, 0))

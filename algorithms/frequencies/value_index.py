@@ -163,7 +163,7 @@ def _frequency_lists(partition_dir: Callable[[str], Store], wanted: dict[str, li
         tables = list(pool.map(read, wanted.items()))
     pieces: dict[str, list[pa.Table]] = {}
     for path, table in tables:
-        for name, piece in files.by_column(table, ("value", "path", "frequency")):
+        for name, piece in files.column_runs(table, ("value", "path", "frequency")):
             if (path, name) in retyped:
                 piece = files.retexted(piece, *retyped[path, name])
             pieces.setdefault(name, []).append(piece)
