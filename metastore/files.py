@@ -6,7 +6,7 @@ import base64
 import bisect
 import json
 import math
-from typing import TYPE_CHECKING, Callable, Collection, Iterator
+from typing import Callable, Collection, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -16,9 +16,7 @@ from lakestats.core import schema
 from lakestats.core import types as ty
 from lakestats.core import udf
 from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
-
-if TYPE_CHECKING:
-    from lakestats.metastore.store import Store
+from lakestats.metastore.store import Store, codec_for
 
 DATA_SCHEMA_KEY = b"lakestats.data_schema"
 ROW_COUNT_KEY = b"lakestats.row_count"
@@ -187,7 +185,8 @@ def write_frequencies(out: Store, table: pa.Table) -> None:
     and short lists share groups of up to FREQUENCIES_ROW_GROUP rows (a table of a thousand
     short columns writes a few groups, not a thousand)."""
     page = schema.FREQUENCIES_ROW_GROUP
-    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA) as writer:
+    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA, codec_for(table),
+                            use_dictionary=schema.FREQUENCIES_DICTIONARY) as writer:
         short: list[pa.Table] = []
         for _, rows in column_runs(table):
             long = rows.num_rows * 4 >= page
