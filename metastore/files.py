@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from lakestats.core import schema
 from lakestats.core import types as ty
 from lakestats.core import udf
-from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
+from lakestats.metastore.layout import FREQUENCIES, STATISTICS
 from lakestats.metastore.store import Store, codec_for
 
 DATA_SCHEMA_KEY = b"lakestats.data_schema"
@@ -68,9 +68,9 @@ def statistics_table(rows: list[dict], data_schema: pa.Schema, row_count: int,
     return table.replace_schema_metadata(meta)
 
 
-def with_sibling_sizes(statistics: pa.Table, directory: Store) -> pa.Table:
-    """A partition's statistics recording the sizes of the files beside it."""
-    sizes = {name: directory.size(name) for name in (FREQUENCIES, HISTOGRAMS)}
+def with_sibling_sizes(statistics: pa.Table, sizes: dict[str, int]) -> pa.Table:
+    """A partition's statistics recording the sizes of the files written beside it (name ->
+    bytes, as their writers return them: no request asks the store)."""
     return statistics.replace_schema_metadata({**(statistics.schema.metadata or {}),
                                                schema.SIBLING_SIZES_KEY: json.dumps(sizes)})
 
@@ -179,7 +179,7 @@ def column_runs(table: pa.Table, fields: tuple[str, ...] | None = None
         start = end
 
 
-def write_frequencies(out: Store, table: pa.Table) -> None:
+def write_frequencies(out: Store, table: pa.Table) -> int:
     """A column's list starts a row group of its own unless it is short: reading one column's
     frequencies reads its row groups only (picked from the row-group statistics of `column`),
     and short lists share groups of up to FREQUENCIES_ROW_GROUP rows (a table of a thousand
@@ -199,6 +199,7 @@ def write_frequencies(out: Store, table: pa.Table) -> None:
                 short.append(rows)
         if short:
             writer.write_table(pa.concat_tables(short), row_group_size=page)
+    return writer.file_size
 
 
 def read_frequencies(store: Store, columns: list[str]) -> pa.Table:

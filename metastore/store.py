@@ -342,23 +342,27 @@ class Store:
     # Parquet pages written here carry CRC checksums, verified whenever a page is read: a
     # corrupt statistics file fails its read instead of answering wrong
     def write_parquet(self, table: pa.Table, *parts: str, row_group_size: int | None = None,
-                      compression: str | None = None, **options) -> None:
+                      compression: str | None = None, **options) -> int:
         """`options`: pq.write_table's, beside the page checksums; `compression` by default
-        as `codec_for` picks it."""
+        as `codec_for` picks it. Returns the file's size."""
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, row_group_size=row_group_size,
                        compression=compression or codec_for(table), write_page_checksum=True,
                        **options)
-        self.write_bytes(sink.getvalue().to_pybytes(), *parts)
+        data = sink.getvalue().to_pybytes()
+        self.write_bytes(data, *parts)
+        return len(data)
 
     @contextlib.contextmanager
     def parquet_writer(self, name: str, schema: pa.Schema, compression: str = "zstd",
                        **options):
-        """A ParquetWriter of a file that readers see whole, once closed."""
-        with self.atomic_output(name) as sink, pq.ParquetWriter(
-                sink, schema, compression=compression, write_page_checksum=True,
-                **options) as writer:
-            yield writer
+        """A ParquetWriter of a file that readers see whole, once closed; then its
+        `file_size` is the file's size."""
+        with self.atomic_output(name) as sink:
+            with pq.ParquetWriter(sink, schema, compression=compression,
+                                  write_page_checksum=True, **options) as writer:
+                yield writer
+            writer.file_size = sink.tell()
 
     def read_parquet(self, *parts: str, columns: list[str] | None = None, filters=None) -> pa.Table:
         """`columns` are top-level names. Without filters, the file is read directly: the

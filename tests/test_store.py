@@ -1,15 +1,22 @@
 """The object store's S3 reads, counted by the proxy in front of moto's server: a small
 statistics file is one GET and no HEAD, ranges across the prefetched tail are exact, a
-missing object is FileNotFoundError, and a small Parquet output stream is one PUT."""
+missing object is FileNotFoundError, a small Parquet output stream is one PUT, and a
+partition's statistics are three PUTs, which know their files' sizes without asking."""
 from __future__ import annotations
 
+import json
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from lakestats.metastore.s3 import TAIL
+from lakestats.algorithms.partitions import kernel
+from lakestats.core import schema
+from lakestats.metastore import files
+from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
+from lakestats.metastore.s3 import PART_SIZE, TAIL
 from lakestats.metastore.store import Store
+from tests.tables import mixed, write
 
 
 @pytest.fixture
@@ -38,6 +45,28 @@ def test_small_files_are_one_request(counted):
     assert counts(served) == {"GET": 2}
     assert store.size("small.parquet") > 0 and store.size("absent") is None
     assert counts(served) == {"HEAD": 2}           # no LIST to tell a directory
+
+
+def test_a_streamed_file_knows_its_size(counted):
+    store, served = counted
+    rng = np.random.default_rng(0)
+    big = pa.table({"b": [rng.bytes(1024) for _ in range(PART_SIZE // 1024 + 100)]})
+    with store.parquet_writer("big.parquet", big.schema, compression="none") as writer:
+        writer.write_table(big)
+    assert counts(served)["PUT"] >= 2                  # parts of a multipart upload
+    assert writer.file_size == store.size("big.parquet") > PART_SIZE
+
+
+def test_a_partition_is_three_puts_recording_its_files_sizes(counted, tmp_path):
+    store, served = counted
+    write(tmp_path / "part.parquet", mixed(500, seed=3))
+    stats = kernel.compute(Store(str(tmp_path)), "part.parquet")
+    out = store.child("partition")
+    kernel.write(stats, out)
+    assert counts(served) == {"PUT": 3}           # no HEAD for the sizes it records
+    recorded = out.read_parquet(STATISTICS).schema.metadata[schema.SIBLING_SIZES_KEY]
+    assert json.loads(recorded) == {name: out.size(name) for name in (FREQUENCIES, HISTOGRAMS)}
+    assert files.intact(out) is None
 
 
 def test_ranges_across_the_tail_and_missing_objects(counted):

@@ -21,6 +21,7 @@ from lakestats.core.settings import PartitionSettings
 from lakestats.formats import FormatError
 from lakestats.formats.rows import Rows, open_rows
 from lakestats.metastore import files, histograms
+from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS
 from lakestats.metastore.store import Store
 
 
@@ -130,6 +131,6 @@ def _columns(data: Rows, fields: list[pa.Field], settings: PartitionSettings,
 def write(stats: PartitionStats, out: Store) -> None:
     """statistics.parquet goes last: its presence marks the directory complete, and it
     records the other files' sizes (files.intact checks them)."""
-    files.write_frequencies(out, stats.frequencies)
-    histograms.write(out, stats.histograms, ranged=False)
-    files.write_statistics(out, files.with_sibling_sizes(stats.statistics, out))
+    sizes = {FREQUENCIES: files.write_frequencies(out, stats.frequencies),
+             HISTOGRAMS: histograms.write(out, stats.histograms, ranged=False)}
+    files.write_statistics(out, files.with_sibling_sizes(stats.statistics, sizes))
