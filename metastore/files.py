@@ -6,7 +6,8 @@ import base64
 import bisect
 import json
 import math
-from typing import Callable, Collection, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Callable, Collection, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +17,10 @@ from lakestats.core import schema
 from lakestats.core import types as ty
 from lakestats.core import udf
 from lakestats.metastore.layout import FREQUENCIES, STATISTICS
-from lakestats.metastore.store import Store, codec_for
+from lakestats.metastore.store import DataFile, Store, codec_for
+
+if TYPE_CHECKING:
+    from lakestats.metastore.layout import Layout
 
 DATA_SCHEMA_KEY = b"lakestats.data_schema"
 ROW_COUNT_KEY = b"lakestats.row_count"
@@ -75,10 +79,11 @@ def with_sibling_sizes(statistics: pa.Table, sizes: dict[str, int]) -> pa.Table:
                                                schema.SIBLING_SIZES_KEY: json.dumps(sizes)})
 
 
-def intact(directory: Store) -> str | None:
+def intact(directory: Store, sizes: dict[str, int] | None = None) -> str | None:
     """Why a partition's statistics cannot be trusted (None if they can): a statistics.parquet
     that does not read whole (its pages' checksums included), or a file beside it whose size is
-    not the recorded one (truncated, replaced, missing). FileNotFoundError if there are none."""
+    not the recorded one (truncated, replaced, missing). FileNotFoundError if there are none.
+    `sizes`: the directory's files as a listing found them, instead of asking for each."""
     try:
         statistics = directory.read_parquet(STATISTICS)
     except FileNotFoundError:
@@ -87,9 +92,41 @@ def intact(directory: Store) -> str | None:
         return f"{STATISTICS} is corrupt ({e})"
     recorded = json.loads((statistics.schema.metadata or {}).get(schema.SIBLING_SIZES_KEY, b"{}"))
     for name, size in recorded.items():
-        if directory.size(name) != size:
+        if (directory.size(name) if sizes is None else sizes.get(name)) != size:
             return f"{name} is not the size recorded ({size} bytes)"
     return None
+
+
+# keys a LIST returns; a partition directory holds three
+LISTED_KEYS = 1_000
+
+
+def reusable(layout: Layout, changed: list[DataFile], published: int) -> list[bool]:
+    """Whether each changed file's partition statistics, written by an earlier compute that
+    did not publish them, can be trusted; ones that cannot are deleted, to be computed again.
+    The partitions are listed once when that takes fewer requests than asking after each
+    changed file (its statistics.parquet's GET, its siblings' HEADs): a first compute of
+    10,000 files lists an empty directory instead of asking 10,000 times for files never
+    written; a new file on a large table asks for its own."""
+    where = [f"{f.rel_path}/{f.fingerprint}" for f in changed]
+    listed = layout.partition_files(set(where)) \
+        if 3 * (published + len(changed)) / LISTED_KEYS + 1 < len(changed) else None
+
+    def one(data_file: DataFile, where: str) -> bool:
+        sizes = None if listed is None else listed.get(where, {})
+        if sizes is not None and STATISTICS not in sizes:
+            return False                         # never computed, or not to the end
+        directory = layout.partition(data_file.rel_path, data_file.fingerprint)
+        try:
+            reason = intact(directory, sizes)
+        except FileNotFoundError:
+            return False
+        if reason is not None:
+            directory.delete_dir()
+        return reason is None
+
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(one, changed, where))
 
 
 def statistic_errors(statistics: pa.Table) -> dict[str, dict[str, str]]:

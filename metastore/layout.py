@@ -62,6 +62,21 @@ class Layout:
     def partition(self, rel_path: str, fingerprint: str) -> Store:
         return self.root.child("partitions", rel_path, fingerprint)
 
+    def partition_files(self, wanted: set[str]) -> dict[str, dict[str, int]]:
+        """The files of the `wanted` partition directories ("<rel_path>/<fingerprint>") that
+        exist, from one listing of them all (a LIST a thousand keys on S3): directory -> file
+        name -> bytes. A partition of a data file whose path is hidden is not listed (it is
+        computed again)."""
+        root = self.root.child("partitions")
+        if not (root.is_s3 or root.root_exists()):
+            return {}
+        found: dict[str, dict[str, int]] = {}
+        for path, size, _, _ in root.list_entries():
+            directory, _, name = path.rpartition("/")
+            if directory in wanted:
+                found.setdefault(directory, {})[name] = size
+        return found
+
     def version(self, version: str) -> Store:
         return self.root.child("versions", version)
 

@@ -130,8 +130,7 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
     published = {p: e["fingerprint"] for p, e in (previous.entries if previous else {}).items()}
     changed = [f for f in data_files.values()
                if resettled or published.get(f.rel_path) != f.fingerprint]
-    with ThreadPoolExecutor(16) as pool:     # statistics left by a compute that did not publish
-        kept = list(pool.map(functools.partial(_intact, layout), [] if resettled else changed))
+    kept = [] if resettled else files.reusable(layout, changed, len(published))
     todo = [f for f, ok in itertools.zip_longest(changed, kept) if not ok]
     report.computed, report.reused = len(todo), len(data_files) - len(todo)
     report.removed = len(set(published) - set(data_files))
@@ -186,19 +185,6 @@ def _describe_snapshot(layout: Layout, snapshot: Snapshot, version: str) -> None
     if snapshot.manifests is not None:
         manifest_statistics.refresh(layout, version, snapshot.manifests)
     point_snapshot(layout, snapshot.id, version)
-
-
-def _intact(layout: Layout, data_file: DataFile) -> bool:
-    """Whether a partition's statistics, written by an earlier compute that did not publish
-    them, can be trusted; ones that cannot are deleted, to be computed again."""
-    directory = layout.partition(data_file.rel_path, data_file.fingerprint)
-    try:
-        reason = files.intact(directory)
-    except FileNotFoundError:
-        return False                             # never computed
-    if reason is not None:
-        directory.delete_dir()
-    return reason is None
 
 
 def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table,

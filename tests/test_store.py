@@ -1,7 +1,8 @@
 """The object store's S3 reads, counted by the proxy in front of moto's server: a small
 statistics file is one GET and no HEAD, ranges across the prefetched tail are exact, a
-missing object is FileNotFoundError, a small Parquet output stream is one PUT, and a
-partition's statistics are three PUTs, which know their files' sizes without asking."""
+missing object is FileNotFoundError, a small Parquet output stream is one PUT, a
+partition's statistics are three PUTs, which know their files' sizes without asking, and a
+compute of many files lists their partitions once instead of asking after each."""
 from __future__ import annotations
 
 import json
@@ -13,9 +14,9 @@ import pytest
 from lakestats.algorithms.partitions import kernel
 from lakestats.core import schema
 from lakestats.metastore import files
-from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS
+from lakestats.metastore.layout import FREQUENCIES, HISTOGRAMS, STATISTICS, Layout
 from lakestats.metastore.s3 import PART_SIZE, TAIL
-from lakestats.metastore.store import Store
+from lakestats.metastore.store import DataFile, Store
 from tests.tables import mixed, write
 
 
@@ -87,3 +88,26 @@ def test_ranges_across_the_tail_and_missing_objects(counted):
                  lambda: store.read_parquet("absent")):
         with pytest.raises(FileNotFoundError, match="absent"):
             read()
+
+
+def test_many_changed_files_list_their_partitions_once(counted, tmp_path):
+    store, served = counted
+    layout = Layout(store.uri_of("_lakestats"))
+    changed = [DataFile(f"day={d}/part {i}.parquet", 100 + i, f'"etag{i}"')
+               for d in ("2024-01-01", "2024-01-02") for i in range(6)]
+    assert files.reusable(layout, changed, published=0) == [False] * 12
+    assert counts(served) == {"GET": 1}         # one LIST, not a GET of each file's statistics
+    write(tmp_path / "part.parquet", mixed(200, seed=4))
+    stats = kernel.compute(Store(str(tmp_path)), "part.parquet")
+    for f in changed[:10]:                      # a compute that did not publish left these
+        kernel.write(stats, layout.partition(f.rel_path, f.fingerprint))
+    counts(served)
+    assert files.reusable(layout, changed, published=0) == [True] * 10 + [False] * 2
+    assert counts(served) == {"GET": 11}        # the LIST and each statistics.parquet: no HEAD
+    cut = layout.partition(changed[0].rel_path, changed[0].fingerprint)
+    cut.write_bytes(cut.read_bytes(HISTOGRAMS)[:100], HISTOGRAMS)        # truncated
+    assert files.reusable(layout, changed, published=0) == [False] + [True] * 9 + [False] * 2
+    assert cut.size(STATISTICS) is None         # what cannot be trusted is gone
+    counts(served)
+    assert files.reusable(layout, changed[1:2], published=10_000) == [True]
+    assert counts(served) == {"GET": 1, "HEAD": 2}    # a few of many: asked after, not listed
