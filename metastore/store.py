@@ -24,10 +24,9 @@ from lakestats.metastore import s3
 from lakestats.metastore.s3 import s3_client, s3_filesystem  # noqa: F401 - the store's S3 clients
 
 
-# zstd sets up a context for every page it writes or reads, about 9 us each way (measured on
-# statistics files): on a small file that costs more than its smaller output saves (a
-# partition of 5 small columns: its three files written in 0.57 ms with LZ4, 1.14 ms with
-# zstd, for 1.4-1.9x the bytes of two of them). Files of less data than this are written with
+# zstd sets up a context for every page it writes or reads (~9 us each way): on a small file
+# that costs more than its smaller output saves (a partition of 5 small columns: its three
+# files encoded in 0.57 ms with LZ4, 1.14 ms with zstd). Files of less data are written with
 # LZ4, larger ones with zstd, whose bytes then count.
 SMALL_PARQUET_BYTES = 256 << 10
 
