@@ -4,21 +4,25 @@ The predicate, order and limit are applied by Spark as well, so results equal th
 query over every file (Hive directory values typed over every directory, as Spark types them);
 `df.inputFiles()` lists the files kept. Local tables, and S3 tables when
 Spark has the S3A filesystem, are read by Spark itself. Without S3A (a bare local PySpark), S3
-files are read through Arrow and handed to Spark: same rows, no input files to list. So are
-a table format's files, with the rows its reader defines (deletes applied).
+files are read through Arrow and handed to Spark: same rows, no input files to list (the
+directory values as text, which Spark types as it would reading the table). So are a table
+format's files, with the rows its reader defines (deletes applied).
 """
 from __future__ import annotations
 
+import os
+import tempfile
 from typing import Mapping
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lakestats.core import types as ty
 from lakestats.formats import FormatError, Snapshot, hive
 from lakestats.formats.rows import open_rows
 from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsReader
-from lakestats.metastore.store import DataFile, Store
+from lakestats.metastore.store import DataFile, Store, directory_values
 from lakestats.pruning import PruneResult, parse_order
 from lakestats.pruning import prune as prune_files
 
@@ -73,10 +77,11 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
         files = {f.rel_path: f for f in snapshot.files}
         return _through_arrow(spark, table, [files[rel] for rel in kept], snapshot.schema,
                               next(iter(snapshot.files), None))
-    if table.is_s3 and not has_s3a(spark):
-        return _through_arrow(spark, table, [listed[rel] for rel in kept] if listed else
-                              hive.with_columns([DataFile(rel, 0, "") for rel in kept]),
-                              first=listed[next(iter(listed))] if listed else None)
+    if table.is_s3 and not has_s3a(spark):      # directory values as text, typed by Spark
+        frame = _through_arrow(spark, table, [DataFile(rel, 0, "") for rel in kept],
+                               first=DataFile(next(iter(listed)), 0, "") if listed else None)
+        return _typed_as_spark(spark, frame, {rel.rpartition("/")[0]
+                                              for rel in (listed or kept)})
     uri = spark_uri(table)
     if every:
         return spark.read.parquet(uri)
@@ -154,6 +159,26 @@ def _through_arrow(spark, table: Store, kept: list[DataFile],
     return _frame(spark, pa.concat_tables(parts, promote_options="permissive"))
 
 
+def _typed_as_spark(spark, frame, directories: set[str]):
+    """The frame's Hive directory columns (text) as Spark types them reading the table: Spark
+    infers their types over a local copy of the table's directories, an empty file in each,
+    with the session's own rules (inference on or off, timestamps in its time zone, its
+    timestamp type), and casts the text as its inference does."""
+    from pyspark.sql import functions as F
+    names = {k for d in directories for k, _ in directory_values(d)}
+    if not names:
+        return frame
+    with tempfile.TemporaryDirectory() as copy:
+        for directory in directories:
+            os.makedirs(os.path.join(copy, directory), exist_ok=True)
+            pq.write_table(pa.table({"_": pa.array([], pa.int8())}),
+                           os.path.join(copy, directory, "empty.parquet"))
+        types = {f.name: f.dataType for f in spark.read.parquet(f"file:{copy}").schema
+                 if f.name in names}
+    return frame.select([F.col(c).cast(types[c]).alias(c) if c in types else F.col(c)
+                         for c in frame.columns])
+
+
 def _frame(spark, rows: pa.Table):
     """A DataFrame of Arrow rows; types Spark cannot take (views, dictionaries, float16)
     made plain."""
@@ -166,8 +191,8 @@ def _as_table(rows: pa.Table, file: DataFile, columns: list[str] | None) -> pa.T
     Spark, and only the table's columns."""
     for name, value in file.partition_values.items():
         if name not in rows.column_names:
-            rows = rows.append_column(name, pa.repeat(pa.scalar(value, pa.string()),
-                                                      rows.num_rows))
+            rows = rows.append_column(name, pa.repeat(pa.scalar(
+                None if value == hive.DEFAULT_PARTITION else value, pa.string()), rows.num_rows))
     if columns is None:
         return rows
     held = set(rows.column_names)          # once: a wide file's names, not once a column

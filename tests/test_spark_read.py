@@ -165,6 +165,47 @@ def test_directories_are_text_when_spark_infers_no_types(tmp_path, spark, run):
         spark.conf.unset(conf)
 
 
+def test_s3_read_through_arrow_types_directories_as_the_session_does(tmp_path, spark, run,
+                                                                    s3_endpoint):
+    """Without S3A, S3 files are read through Arrow. Their directory values were typed by the
+    statistics' inference whatever the session: `a=10` was 10 where a session inferring no
+    types reads the text '10' (the first by `a ASC`), and `ts=...` was text where Spark reads a
+    timestamp (`ts > '2024-01-05 9:00:00'` compared texts). Spark now types them itself, in
+    the session's time zone."""
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="arrow-typed")
+    for name, column, values, data in (
+            ("ints", "a", ["5", "10", "9", "__HIVE_DEFAULT_PARTITION__"], "x"),
+            ("stamps", "ts", ["2024-01-05 10%3A00%3A00", "2024-01-05 08%3A00%3A00"], "y")):
+        for i, value in enumerate(values):
+            path = write(tmp_path / name / f"{column}={value}" / "f.parquet",
+                         pa.table({data: [i]}))
+            s3.upload_file(str(path), "arrow-typed", f"{name}/{column}={value}/f.parquet")
+        run(f"s3://arrow-typed/{name}")
+    conf, zone = "spark.sql.sources.partitionColumnTypeInference.enabled", \
+        "spark.sql.session.timeZone"
+    saved = spark.conf.get(zone)
+    for inferring, in_zone in (("true", saved), ("false", saved), ("true", "Asia/Kolkata")):
+        spark.conf.set(conf, inferring)
+        spark.conf.set(zone, in_zone)
+        try:
+            for name, column, where in (("ints", "a", "a > 6"),
+                                        ("stamps", "ts", "ts > '2024-01-05 9:00:00'")):
+                whole = spark.read.parquet(str(tmp_path / name))      # Spark's own read
+                ours = spark_bridge.read(spark, f"s3://arrow-typed/{name}")
+                assert ours.dtypes == whole.dtypes, (inferring, name)
+                for order in ("ASC", "DESC"):
+                    top = spark_bridge.read(spark, f"s3://arrow-typed/{name}",
+                                            order_by=f"{column} {order}", limit=1)
+                    assert top.collect() == whole.orderBy(getattr(
+                        whole[column], order.lower())()).limit(1).collect(), (inferring, order)
+                assert rows(spark_bridge.read(spark, f"s3://arrow-typed/{name}", where=where)) \
+                    == rows(whole.where(where)), (inferring, where)
+        finally:
+            spark.conf.unset(conf)
+            spark.conf.set(zone, saved)
+
+
 def test_dates_spark_may_read_as_julian_are_left_to_it(tmp_path, spark, run):
     """In its LEGACY rebase mode, Spark reads a date before 1582-10-15 (a timestamp before
     1900) of a file whose writer it does not know as a Julian date, days away from the
