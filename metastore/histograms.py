@@ -107,7 +107,7 @@ def write(out: Store, table: pa.Table, ranged: bool = True) -> int:
     # write and read (a 1,000-column file: 7.0 -> 4.6 MB); only range lookups read the
     # edges' statistics (a partition's file of 4 columns: 0.55 -> 0.38 ms, 17 -> 11 KB)
     return out.write_parquet(table, HISTOGRAMS, row_group_size=size, use_dictionary=False,
-                      write_statistics=ranged)
+                             write_statistics=ranged)
 
 
 def bins_between(directory: Store, name: str, arrow_type: pa.DataType,

@@ -175,8 +175,9 @@ def _typed_as_spark(spark, frame, directories: set[str]):
                            os.path.join(copy, directory, "empty.parquet"))
         types = {f.name: f.dataType for f in spark.read.parquet(f"file:{copy}").schema
                  if f.name in names}
-    return frame.select([F.col(c).cast(types[c]).alias(c) if c in types else F.col(c)
-                         for c in frame.columns])
+    for name, spark_type in types.items():         # in place; a dot in a name is no path
+        frame = frame.withColumn(name, F.col(f"`{name.replace('`', '``')}`").cast(spark_type))
+    return frame
 
 
 def _frame(spark, rows: pa.Table):
