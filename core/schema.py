@@ -89,10 +89,6 @@ FREQUENCIES_SCHEMA = pa.schema([
 # a long list has row groups of its own, so that one column's lookup reads its own only;
 # short lists share groups (metastore.files.write_frequencies)
 FREQUENCIES_ROW_GROUP = 65_536
-# a column's values are distinct, so a dictionary of them only costs (a lineitem partition's
-# list: written in 20 ms with dictionaries of the names and counts alone, 30 ms with one of
-# the values as well, 1.5 against 1.9 MB)
-FREQUENCIES_DICTIONARY = ["column", "frequency"]
 
 # histograms.parquet: one column per binned table column, each cell a struct
 # {lower, upper, count}. Bins are aligned on a power-of-two grid in the binning domain:

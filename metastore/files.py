@@ -222,8 +222,8 @@ def write_frequencies(out: Store, table: pa.Table) -> int:
     and short lists share groups of up to FREQUENCIES_ROW_GROUP rows (a table of a thousand
     short columns writes a few groups, not a thousand)."""
     page = schema.FREQUENCIES_ROW_GROUP
-    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA, codec_for(table),
-                            use_dictionary=schema.FREQUENCIES_DICTIONARY) as writer:
+    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA,
+                            codec_for(table)) as writer:
         short: list[pa.Table] = []
         for _, rows in column_runs(table):
             long = rows.num_rows * 4 >= page

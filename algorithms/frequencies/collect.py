@@ -44,8 +44,7 @@ def write(out: Store, sources: list[tuple[int, str, Iterator[pa.Table]]]) -> Non
     compressed in a thread while the next is merged (both release the GIL): one more row
     group in memory."""
     pending: list[pa.Table] = []
-    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA,
-                            use_dictionary=schema.FREQUENCIES_DICTIONARY) as writer, \
+    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA) as writer, \
             ThreadPoolExecutor(1) as encoder:
         writing = None
 
