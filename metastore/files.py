@@ -220,12 +220,19 @@ def write_frequencies(out: Store, table: pa.Table) -> int:
     """A column's list starts a row group of its own unless it is short: reading one column's
     frequencies reads its row groups only (picked from the row-group statistics of `column`),
     and short lists share groups of up to FREQUENCIES_ROW_GROUP rows (a table of a thousand
-    short columns writes a few groups, not a thousand)."""
+    short columns writes a few groups, not a thousand). A list's values are distinct, so
+    where long lists hold most rows the values get no dictionary (lineitem's partition
+    list: 20 ms to write and 1.5 MB without, 30 ms and 1.9 MB with); short lists sharing a
+    group repeat their values from column to column, and keep it (a 1,000-column
+    partition's: 41 ms and 1.15 MB with, 51 ms and 1.91 MB without)."""
     page = schema.FREQUENCIES_ROW_GROUP
-    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA,
-                            codec_for(table)) as writer:
+    runs = list(column_runs(table))
+    in_long = sum(rows.num_rows for _, rows in runs if rows.num_rows * 4 >= page)
+    with out.parquet_writer(FREQUENCIES, schema.FREQUENCIES_SCHEMA, codec_for(table),
+                            use_dictionary=["column", "frequency"]
+                            if in_long * 2 > table.num_rows else True) as writer:
         short: list[pa.Table] = []
-        for _, rows in column_runs(table):
+        for _, rows in runs:
             long = rows.num_rows * 4 >= page
             if short and (long or sum(t.num_rows for t in short) + rows.num_rows > page):
                 writer.write_table(pa.concat_tables(short), row_group_size=page)
