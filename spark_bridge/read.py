@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Mapping
+from typing import Collection
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -50,7 +50,8 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
                          assume_current=assume_current, time_zone=session_time_zone(spark),
                          hive_types=infers_hive_types(spark))
     df = files_frame(spark, table_uri, result.kept,
-                     snapshot=result.freshness.snapshot_to_read(), listed=result.freshness.now)
+                     snapshot=result.freshness.snapshot_to_read(),
+                     listed=result.freshness.now or result.kept + result.skipped)
     if where:
         df = df.where(where)
     if order_by:
@@ -61,13 +62,14 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
 
 
 def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
-                snapshot: Snapshot | None = None, listed: Mapping[str, DataFile] | None = None):
+                snapshot: Snapshot | None = None, listed: Collection[str] | None = None):
     """A DataFrame over some of a table's data files (paths relative to the table); `every`
     when they are all of them: the table's directory is read instead. The files of a table
     format's `snapshot` hold the rows its reader defines: they are read through Arrow with
     their deletes applied (formats.rows), their partition values added. `listed`: a plain
-    directory's files now (pruning.freshness), whose Hive values a read through Arrow types
-    as Spark types them over the whole table (else over the files read)."""
+    directory's file paths (a listing now, pruning.freshness; under assume_current, those
+    the statistics describe), over which a read through Arrow has Spark type the Hive values
+    as it types them over the whole table (else over the files read)."""
     table = Store(table_uri)
     if snapshot is not None:
         for rel in sorted(set(kept) & set(snapshot.inexact)):

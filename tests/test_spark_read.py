@@ -171,12 +171,14 @@ def test_s3_read_through_arrow_types_directories_as_the_session_does(tmp_path, s
     statistics' inference whatever the session: `a=10` was 10 where a session inferring no
     types reads the text '10' (the first by `a ASC`), and `ts=...` was text where Spark reads a
     timestamp (`ts > '2024-01-05 9:00:00'` compared texts). Spark now types them itself, in
-    the session's time zone."""
+    the session's time zone, over the whole table's directories, also when assume_current
+    lists none (p=05 kept beside p=abc skipped is text)."""
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket="arrow-typed")
     for name, column, values, data in (
             ("ints", "a", ["5", "10", "9", "__HIVE_DEFAULT_PARTITION__"], "x"),
-            ("stamps", "ts", ["2024-01-05 10%3A00%3A00", "2024-01-05 08%3A00%3A00"], "y")):
+            ("stamps", "ts", ["2024-01-05 10%3A00%3A00", "2024-01-05 08%3A00%3A00"], "y"),
+            ("mixed", "p", ["05", "abc"], "z")):
         for i, value in enumerate(values):
             path = write(tmp_path / name / f"{column}={value}" / "f.parquet",
                          pa.table({data: [i]}))
@@ -201,6 +203,12 @@ def test_s3_read_through_arrow_types_directories_as_the_session_does(tmp_path, s
                         whole[column], order.lower())()).limit(1).collect(), (inferring, order)
                 assert rows(spark_bridge.read(spark, f"s3://arrow-typed/{name}", where=where)) \
                     == rows(whole.where(where)), (inferring, where)
+            # no listing: the directories the statistics describe, not the kept ones alone
+            whole = spark.read.parquet(str(tmp_path / "mixed"))
+            kept = spark_bridge.read(spark, "s3://arrow-typed/mixed", where="z = 0",
+                                     assume_current=True)
+            assert kept.dtypes == whole.dtypes and kept.collect() == whole.where("z = 0") \
+                .collect(), inferring
         finally:
             spark.conf.unset(conf)
             spark.conf.set(zone, saved)
