@@ -51,7 +51,8 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
                          hive_types=infers_hive_types(spark))
     df = files_frame(spark, table_uri, result.kept,
                      snapshot=result.freshness.snapshot_to_read(),
-                     listed=result.freshness.now or result.kept + result.skipped)
+                     listed=result.kept + result.skipped if result.freshness.assumed_current
+                     else result.freshness.now)
     if where:
         df = df.where(where)
     if order_by:
