@@ -17,7 +17,7 @@ are still read whole). A table without statistics (no manifest) has every file u
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -41,6 +41,7 @@ class Freshness:
     gone: set[str] = field(default_factory=set)
     unknown: list[str] = field(default_factory=list)          # sorted
     snapshot: Snapshot | None = None     # a table format's current snapshot (None: a listing)
+    published: list[str] = field(default_factory=list)   # assume_current: the version's files
 
     def __post_init__(self):
         self._unknown = set(self.unknown)
@@ -53,6 +54,11 @@ class Freshness:
             self.snapshot = open_snapshot(self.table_uri, Selection(
                 self.form, self.manifest.snapshot if self.manifest else None))
         return self.snapshot
+
+    def files(self) -> Collection[str]:
+        """The table's file paths as a read takes them: those listed now, or under
+        assume_current those the statistics describe."""
+        return self.published if self.assumed_current else self.now
 
     def described(self, path: str) -> bool:
         """Do the statistics of `path` describe the file as it is now?"""
@@ -88,7 +94,8 @@ def freshness(table_uri: str, manifest: Manifest | None, published: pa.Table | N
     files now, from `list_ahead`."""
     form = manifest.format if manifest else detect(Store(table_uri))
     if assume_current and manifest:
-        return Freshness(table_uri, manifest, form, True, unknown=sorted(manifest.missing))
+        return Freshness(table_uri, manifest, form, True, unknown=sorted(manifest.missing),
+                         published=[] if published is None else published["path"].to_pylist())
     now = listed.result() if listed else _now(table_uri, form)
     if isinstance(now, Listing):
         gone, unknown = _compared(now, published)

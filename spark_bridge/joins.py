@@ -42,8 +42,7 @@ def sql(spark, query: str, tables: dict[str, str], *,
         table = plan.tables[names[reference]]
         kept = plan.reads[reference]
         every = table.listed and len(kept) == int(table.exists.sum())
-        files_frame(spark, table.uri, kept, every, table.snapshot, table.paths
-                    if table.freshness.assumed_current else table.freshness.now) \
+        files_frame(spark, table.uri, kept, every, table.snapshot, table.freshness.files()) \
             .createOrReplaceTempView(view)
         views.append(view)
         scan = exp.alias_(exp.to_table(view), node.alias_or_name, table=True)

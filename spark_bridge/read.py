@@ -51,8 +51,7 @@ def read(spark, table_uri: str, where: str | None = None, order_by: str | None =
                          hive_types=infers_hive_types(spark))
     df = files_frame(spark, table_uri, result.kept,
                      snapshot=result.freshness.snapshot_to_read(),
-                     listed=result.kept + result.skipped if result.freshness.assumed_current
-                     else result.freshness.now)
+                     listed=result.freshness.files())
     if where:
         df = df.where(where)
     if order_by:
@@ -68,9 +67,9 @@ def files_frame(spark, table_uri: str, kept: list[str], every: bool = False,
     when they are all of them: the table's directory is read instead. The files of a table
     format's `snapshot` hold the rows its reader defines: they are read through Arrow with
     their deletes applied (formats.rows), their partition values added. `listed`: a plain
-    directory's file paths (a listing now, pruning.freshness; under assume_current, those
-    the statistics describe), over which a read through Arrow has Spark type the Hive values
-    as it types them over the whole table (else over the files read)."""
+    directory's file paths (pruning.freshness.Freshness.files), over which a read through
+    Arrow has Spark type the Hive values as it types them over the whole table (else over
+    the files read)."""
     table = Store(table_uri)
     if snapshot is not None:
         for rel in sorted(set(kept) & set(snapshot.inexact)):
