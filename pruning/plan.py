@@ -36,8 +36,9 @@ from lakestats.metastore.layout import HISTOGRAMS
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.pruning.evaluator import constant_range, evaluate
 from lakestats.pruning.freshness import Freshness, freshness, list_ahead
-from lakestats.pruning.predicate import (PredicateError, StatsView, columns_of, parse,
-                                         columns_opaque, struct_fields_opaque)
+from lakestats.pruning.predicate import (PredicateError, StatsView, columns_of,
+                                         columns_opaque, parse, parse_order,
+                                         struct_fields_opaque)
 from lakestats.pruning.temporal import session_zone
 from lakestats.pruning.validate import UnresolvedColumn, unknown_column, validate
 from lakestats.pruning.views import Candidate, Matching, Partitions, membership_of
@@ -58,16 +59,6 @@ class PruneResult:
             out["version"] = self.freshness.version
             out["assume_current"] = self.freshness.assumed_current
         return out
-
-
-def parse_order(order_by: str | None) -> tuple[str, bool] | None:
-    """"col [ASC|DESC]" -> (col, descending)."""
-    if not order_by:
-        return None
-    words = order_by.split()
-    if len(words) > 2 or len(words) == 2 and words[1].upper() not in ("ASC", "DESC"):
-        raise PredicateError(f"order by {order_by!r}: expected COLUMN [ASC|DESC]")
-    return words[0].strip("`"), len(words) == 2 and words[1].upper() == "DESC"
 
 
 def prune(stats_root: str | StatisticsReader, where: str | None = None, limit: int | None = None,

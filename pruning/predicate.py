@@ -85,6 +85,30 @@ def parse(where: str) -> E.Expression:
     return as_spark_reads(trees[0])
 
 
+# `name` or `quoted name` (`` escapes a backtick), then ASC or DESC
+_ORDER = re.compile(r"\s*(?:`((?:[^`]|``)+)`|([^\s`]+))(?:\s+(ASC|DESC))?\s*", re.IGNORECASE)
+
+
+def parse_order(order_by: str | None) -> tuple[str, bool] | None:
+    """"col [ASC|DESC]" -> (col, descending). A name holding a dot is quoted, as Spark reads
+    an unquoted a.b as field b of struct a, of which the statistics say nothing."""
+    if not order_by:
+        return None
+    found = _ORDER.fullmatch(order_by)
+    if not found:
+        raise PredicateError(f"order by {order_by!r}: expected COLUMN [ASC|DESC]")
+    quoted, plain, direction = found.groups()
+    if plain and "." in plain:
+        raise PredicateError(f"order by {order_by!r}: a struct's field is not a column the "
+                             f"statistics order; a column named so is quoted: `{plain}`")
+    return (quoted.replace("``", "`") if quoted else plain), (direction or "").upper() == "DESC"
+
+
+def quoted(name: str) -> str:
+    """A column's name as Spark SQL reads it whatever it holds (dots, spaces, backticks)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def as_spark_reads(tree: E.Expression) -> E.Expression:
     """sqlglot parses `s NOT LIKE p` (and NOT ILIKE) as a Like marked `negate`, where
     `NOT (s LIKE p)` is a Not over a Like: the mark made a Not, so that every rule that

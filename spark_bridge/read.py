@@ -24,6 +24,7 @@ from lakestats.metastore.layout import Layout
 from lakestats.metastore.reader import StatisticsReader
 from lakestats.metastore.store import DataFile, Store, directory_values
 from lakestats.pruning import PruneResult, parse_order
+from lakestats.pruning.predicate import quoted
 from lakestats.pruning import prune as prune_files
 
 
@@ -126,7 +127,8 @@ def infers_hive_types(spark) -> bool:
 def _order(order_by: str):
     from pyspark.sql import functions as F
     column, descending = parse_order(order_by)
-    return [F.col(column).desc() if descending else F.col(column).asc()]
+    ordered = F.col(quoted(column))         # a dot in the name is no path
+    return [ordered.desc() if descending else ordered.asc()]
 
 
 def _whole_schema(spark, uri: str):
@@ -178,7 +180,7 @@ def _typed_as_spark(spark, frame, directories: set[str]):
         types = {f.name: f.dataType for f in spark.read.parquet(f"file:{copy}").schema
                  if f.name in names}
     for name, spark_type in types.items():         # in place; a dot in a name is no path
-        frame = frame.withColumn(name, F.col(f"`{name.replace('`', '``')}`").cast(spark_type))
+        frame = frame.withColumn(name, F.col(quoted(name)).cast(spark_type))
     return frame
 
 

@@ -26,8 +26,8 @@ from lakestats.metastore.store import Store
 from lakestats.pruning import PruneResult
 from lakestats.pruning import prune as prune_files
 from lakestats.pruning.freshness import freshness
-from lakestats.pruning.plan import check, parse_order
-from lakestats.pruning.predicate import PredicateError, columns_of, parse
+from lakestats.pruning.plan import check
+from lakestats.pruning.predicate import PredicateError, columns_of, parse, parse_order
 from lakestats.pruning.views import Partitions
 from lakestats.spark_bridge.catalog import lakestats_uri, spark_statistics
 from lakestats.spark_bridge.jar import EXTENSIONS_CLASS, jar_path

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lakestats.cli import main
-from lakestats.pruning import PredicateError, prune
+from lakestats.pruning import PredicateError, parse_order, prune
 from tests.tables import write
 
 
@@ -305,6 +305,10 @@ def test_cli_prune_json(tmp_path, run, capsys):
     assert "cannot parse" in capsys.readouterr().err
     with pytest.raises(PredicateError):
         prune(f"{tmp_path}/_lakestats", order_by="x SIDEWAYS")
+    with pytest.raises(PredicateError, match="quoted: `a.b`"):      # Spark's struct field
+        prune(f"{tmp_path}/_lakestats", order_by="a.b DESC")
+    assert parse_order(" `a.b`  desc ") == ("a.b", True)
+    assert parse_order("`my ``col``` ASC") == ("my `col`", False)
 
 
 def test_a_long_in_list_uses_its_envelope_and_membership(table):

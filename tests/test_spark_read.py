@@ -249,3 +249,22 @@ def test_dates_spark_may_read_as_julian_are_left_to_it(tmp_path, spark, run):
     finally:
         for conf in confs:
             spark.conf.unset(conf)
+
+
+def test_order_by_a_quoted_name_orders_that_column_not_a_struct_field(tmp_path, spark, run):
+    """`a.b` is the column named so, beside a struct a whose field b runs the other way; a
+    name with spaces is quoted too. The pruned read's top rows are Spark's over every file."""
+    for m in range(4):
+        flat = np.arange(m * 50, (m + 1) * 50)
+        write(tmp_path / f"f{m}.parquet", pa.table({
+            "a.b": flat, "a": pa.StructArray.from_arrays([pa.array(-flat)], ["b"]),
+            "my col": -flat}))
+    run(tmp_path)
+    everything = spark_bridge.read(spark, str(tmp_path))
+    for order, spark_order in [("`a.b` DESC", everything["`a.b`"].desc()),
+                               ("`my col` asc", everything["`my col`"].asc())]:
+        top = spark_bridge.read(spark, str(tmp_path), order_by=order, limit=3)
+        assert [tuple(r) for r in top.select("`a.b`", "`my col`").collect()] == \
+            [tuple(r) for r in everything.orderBy(spark_order).limit(3)
+             .select("`a.b`", "`my col`").collect()]
+        assert [f.rsplit("/", 1)[-1] for f in top.inputFiles()] == ["f3.parquet"]
