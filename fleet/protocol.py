@@ -142,8 +142,10 @@ class PartitionResult:
 
 @dataclass(frozen=True)
 class PackTask:
-    """Several small data files' statistics in one call, each to its own directory."""
+    """Several small data files' statistics in one call, each to its own directory, and
+    their digest (algorithms.partitions.digest) to `digest`, unless empty."""
     files: list[PartitionTask]
+    digest: str = ""
 
 
 @dataclass(frozen=True)

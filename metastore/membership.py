@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
+from lakestats.core import schema
 from lakestats.core.bloom import BloomFilter
 from lakestats.metastore import files
 from lakestats.metastore.index import Retyped
@@ -42,13 +43,17 @@ class BloomPack:
 
 
 def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_distinct: int,
-            pack: BloomPack, retyped: Retyped) -> dict[str, dict[str, dict]]:
+            pack: BloomPack, retyped: Retyped,
+            known: dict[str, dict[str, pa.Table]] | None = None
+            ) -> dict[str, dict[str, dict]]:
     """path -> column -> the index's membership fields, for the added partitions (whose
     statistics tables are given, with their Bloom filters): a column's values as a table of
     (value, frequency), its filter's place in `pack`. Values are text as the table's type
     spells them, which a partition typing the column otherwise spells differently (a
     timestamp[ms] file's "...05.000" in a timestamp[us] table): its values are re-rendered,
-    and its Bloom filter made anew from its re-rendered frequencies."""
+    and its Bloom filter made anew from its re-rendered frequencies. `known`: the (value,
+    frequency) tables of a partition's few-valued columns, where already read (path ->
+    column -> table): its frequencies are not read again for them."""
     def read(item: tuple[DataFile, pa.Table]) -> tuple[str, dict, dict]:
         f, stats = item
         directory = layout.partition(f.rel_path, f.fingerprint)
@@ -59,15 +64,17 @@ def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_di
         again = [c for c in blooms if (f.rel_path, c) in retyped]
         if not (small or again):
             return f.rel_path, {}, blooms
-        freq = files.read_frequencies(directory, small + again)
-        runs = dict(files.column_runs(freq, ("value", "frequency")))
+        runs = dict((known or {}).get(f.rel_path) or {})
+        if again or not set(small) <= set(runs):
+            freq = files.read_frequencies(directory, small + again)
+            runs = dict(files.column_runs(freq, ("value", "frequency")))
         unfit = set()   # values the table's type cannot hold: nor can their bounds, and
         for name in [n for n in runs if (f.rel_path, n) in retyped]:    # index.build names them
             try:
                 runs[name] = files.retexted(runs[name], *retyped[f.rel_path, name])
             except ValueError:
                 unfit.add(name)
-        empty = freq.select(["value", "frequency"]).slice(0, 0)
+        empty = schema.FREQUENCIES_SCHEMA.empty_table().select(["value", "frequency"])
         values = {name: runs.get(name, empty) for name in small if name not in unfit}
         for name in again:          # the file's filter hashes its own type's text
             del blooms[name]

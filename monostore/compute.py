@@ -15,6 +15,7 @@ import contextlib
 import functools
 import itertools
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
@@ -24,6 +25,7 @@ import pyarrow as pa
 from lakestats.algorithms.frequencies import delta, value_index
 from lakestats.algorithms.frequencies import driver as frequencies
 from lakestats.algorithms.partitions import reduce, user_statistics
+from lakestats.algorithms.partitions.digest import Digests
 from lakestats.algorithms.partitions.driver import compute_partitions, fold_sources
 from lakestats.core import histogram as hist
 from lakestats.core import types as ty
@@ -113,13 +115,17 @@ def compute(table_uri: str, invoker: Invoker, settings: Settings, *,
         if not snapshot.files and notice:
             notice(f"warning: {table_uri} holds no data file: its statistics describe an "
                    "empty table")
-        return _compute(table_uri, layout, invoker, settings, progress, lease, started,
-                        snapshot, at)
+        digests = Digests(layout.scratch(f"digests-{uuid.uuid4().hex[:12]}"))
+        try:
+            return _compute(table_uri, layout, invoker, settings, progress, lease, started,
+                            snapshot, at, digests)
+        finally:
+            digests.clear()
 
 
 def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Settings,
              progress: Progress | None, lease: publish.Lease, started: float,
-             snapshot: Snapshot, at: Callable[[str], None]) -> Report:
+             snapshot: Snapshot, at: Callable[[str], None], digests: Digests) -> Report:
     report = Report(table_uri, snapshot=snapshot.describe())
     data_files = {f.rel_path: f for f in snapshot.files}
     manifest = read_manifest(layout)
@@ -148,8 +154,9 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
             _describe_snapshot(layout, snapshot, report.version)   # same files, new snapshot
         return report                            # the published version is current
 
-    report.failed, report.retries = compute_partitions(
-        invoker, Store(table_uri).uri, layout, todo, settings, progress)
+    report.failed, report.retries = compute_partitions(   # neighbours share packs
+        invoker, Store(table_uri).uri, layout, sorted(todo, key=lambda f: f.rel_path),
+        settings, progress, digests=digests)
     if report.failed and not settings.allow_partial:
         report.seconds = time.monotonic() - started
         first = next(iter(report.failed.values()))
@@ -163,7 +170,7 @@ def _compute(table_uri: str, layout: Layout, invoker: Invoker, settings: Setting
         report.statistic_failures, report.frequencies = [], {}
         try:
             _table_version(layout, good, previous, report, settings, invoker, progress, lease,
-                           snapshot.schema, at)
+                           snapshot.schema, at, digests)
             break
         except (OSError, pa.ArrowException) as e:   # what the version wrote is gone
             if previous is None:
@@ -229,11 +236,18 @@ def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table
     return plan.lists
 
 
-def _statistics(layout: Layout, data_files: list[DataFile]) -> list[pa.Table]:
-    """Partitions' statistics without sketches: small files, read side by side."""
+def _statistics(layout: Layout, data_files: list[DataFile], digests: Digests
+                ) -> tuple[list[pa.Table], dict[str, dict[str, pa.Table]]]:
+    """Partitions' statistics without sketches, and the few-valued columns' frequencies that
+    came with them: from their packs' digests, else from their own small files, read side by
+    side."""
+    held = digests.read(data_files)
     with ThreadPoolExecutor(16) as pool:
-        return list(pool.map(lambda f: reduce.statistics(
-            layout.partition(f.rel_path, f.fingerprint)), data_files))
+        read = dict(pool.map(lambda f: (f.rel_path, reduce.statistics(
+            layout.partition(f.rel_path, f.fingerprint))),
+            [f for f in data_files if f.rel_path not in held]))
+    return [held[f.rel_path][0] if f.rel_path in held else read[f.rel_path]
+            for f in data_files], {path: few for path, (_, few) in held.items()}
 
 
 def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
@@ -267,7 +281,7 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
 
 def _index(layout: Layout, version: str, previous: _Previous | None, removed: set[str],
            added: list[DataFile], settings: Settings, report: Report,
-           format_schema: pa.Schema | None
+           format_schema: pa.Schema | None, digests: Digests
            ) -> tuple[pa.Table, pa.Schema, list[tuple[DataFile, pa.Schema]]]:
     """The version's partition index and table schema, and the added partitions' schemas;
     the user-defined statistics that failed on them go to the report. Added partitions are
@@ -280,7 +294,8 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
     added_schemas, pack = [], membership.BloomPack(version)
     for start in range(0, max(len(added), 1), INDEX_BATCH):
         batch = added[start:start + INDEX_BATCH]
-        stats = list(zip(batch, _statistics(layout, batch)))
+        read, few = _statistics(layout, batch, digests)
+        stats = list(zip(batch, read))
         report.statistic_failures += [
             f"statistic {name} (plugin {plugins.get(name, '?')}) failed on {f.rel_path}, "
             f"column {column!r}: {error}"
@@ -299,7 +314,7 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
             break                       # nothing came and no column left: the rows as they are
         retyped = index.retyped_types([(f.rel_path, s) for f, s in schemas], table_schema)
         members = membership.collect(layout, stats, settings.partition.bloom_min_distinct, pack,
-                                     retyped)
+                                     retyped, few)
         try:            # a file's values the table's type of the column cannot hold
             built = index.build(stats, table_schema, members)
             new_index = index.combine(new_index, index_schema, built, table_schema)
@@ -313,7 +328,8 @@ def _index(layout: Layout, version: str, previous: _Previous | None, removed: se
 def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previous | None,
                    report: Report, settings: Settings, invoker: Invoker,
                    progress: Progress | None, lease: publish.Lease,
-                   format_schema: pa.Schema | None, at: Callable[[str], None]) -> None:
+                   format_schema: pa.Schema | None, at: Callable[[str], None],
+                   digests: Digests) -> None:
     kept = previous.entries if previous else {}
     added = [f for p, f in sorted(good.items()) if kept.get(p, {}).get("fingerprint")
              != f.fingerprint]
@@ -323,7 +339,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
     out = layout.version(version)
     try:
         new_index, table_schema, added_schemas = _index(layout, version, previous, removed,
-                                                        added, settings, report, format_schema)
+                                                        added, settings, report, format_schema,
+                                                        digests)
         table_stats, sketches_stale = _summarize(layout, new_index, table_schema, good, added,
                                                  removed, previous, settings, invoker, progress)
         rows = table_stats.statistics.to_pylist()

@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakestats.algorithms.partitions import fold
+from lakestats.algorithms.partitions.digest import Digests
 from lakestats.core import batching
 from lakestats.core.settings import OPEN_COST_BYTES, Settings
 from lakestats.fleet.fanout import Progress, fan_out, retries
@@ -34,12 +35,13 @@ FOLD_PARTITIONS = 2_000
 
 def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[DataFile],
                        settings: Settings, progress: Progress | None = None,
-                       on_done: Callable[[DataFile], None] | None = None
-                       ) -> tuple[dict[str, str], int]:
+                       on_done: Callable[[DataFile], None] | None = None,
+                       digests: Digests | None = None) -> tuple[dict[str, str], int]:
     """Statistics of the `todo` files into their directories; returns the files that failed
     (path -> reason: bad data, or the last error after every attempt) and the retries made.
     `on_done` sees each file whose statistics are written, as soon as they are. A pack whose
-    call fails, and a file a pack hands back, are computed alone, with their own retries."""
+    call fails, and a file a pack hands back, are computed alone, with their own retries.
+    `digests`: where packs write their digests; it learns which files each holds."""
     tasks = [PartitionTask(
         table, f.rel_path, f.fingerprint, layout.partition(f.rel_path, f.fingerprint).uri,
         settings.partition.max_bins, settings.partition.bloom_min_distinct,
@@ -72,9 +74,13 @@ def compute_partitions(invoker: Invoker, table: str, layout: Layout, todo: list[
                     alone.append(i)
                 else:
                     settled(i, one)
+            if digests:
+                digests.record(k, [todo[i] for i, one in zip(packed[k], result.results)
+                                   if one.status == "ok"])
         outcomes = fan_out(invoker, scope, [StepEvent(
             PARTITION_PACK, f"{todo[g[0]].rel_path} +{len(g) - 1}", PackTask(
-                [tasks[i] for i in g])) for g in packed], max_attempts=settings.max_attempts,
+                [tasks[i] for i in g], digests.name(k) if digests else ""))
+            for k, g in enumerate(packed)], max_attempts=settings.max_attempts,
             timeout=settings.timeout, fail_fast=False, on_result=arrived) if packed else []
         alone += [i for g, outcome in zip(packed, outcomes) if outcome.error is not None
                   for i in g]

@@ -128,9 +128,11 @@ def _columns(data: Rows, fields: list[pa.Field], settings: PartitionSettings,
         raise PartitionError(f"{rel_path}: {where}: {e}") from e
 
 
-def write(stats: PartitionStats, out: Store) -> None:
+def write(stats: PartitionStats, out: Store) -> pa.Table:
     """statistics.parquet goes last: its presence marks the directory complete, and it
-    records the other files' sizes (files.intact checks them)."""
+    records the other files' sizes (files.intact checks them). Returns it as written."""
     sizes = {FREQUENCIES: files.write_frequencies(out, stats.frequencies),
              HISTOGRAMS: histograms.write(out, stats.histograms, ranged=False)}
-    files.write_statistics(out, files.with_sibling_sizes(stats.statistics, sizes))
+    statistics = files.with_sibling_sizes(stats.statistics, sizes)
+    files.write_statistics(out, statistics)
+    return statistics

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from lakestats.algorithms.partitions import kernel
+from lakestats.algorithms.partitions import digest, kernel
 from lakestats.algorithms.partitions.fold import Folds, sources
 from lakestats.core.settings import PartitionSettings
 from lakestats.fleet.exchange import for_event
@@ -20,31 +20,42 @@ from lakestats.metastore.store import Store
 def partition_statistics(event: StepEvent) -> PartitionResult:
     """Bad data fails the partition for good (status failed, not retried); other errors
     raise, and the fan-out retries them."""
-    task: PartitionTask = event.task
+    return _statistics(event.task)[0]
+
+
+def _statistics(task: PartitionTask) -> tuple[PartitionResult, tuple | None]:
+    """The result, and the file's statistics as written and its frequencies (what its
+    digest.rows are made of; None when it failed)."""
     settings = PartitionSettings(task.max_bins, task.bloom_min_distinct, task.statistics,
                                  task.range_set_size)
     try:
         stats = kernel.compute(Store(task.table), task.rel_path, settings, task.reading)
     except kernel.PartitionError as e:
-        return PartitionResult(task.rel_path, task.fingerprint, "failed", error=str(e))
-    kernel.write(stats, Store(task.stats_dir))
-    return PartitionResult(task.rel_path, task.fingerprint, "ok", row_count=stats.row_count)
+        return PartitionResult(task.rel_path, task.fingerprint, "failed", error=str(e)), None
+    written = kernel.write(stats, Store(task.stats_dir))
+    return PartitionResult(task.rel_path, task.fingerprint, "ok", row_count=stats.row_count), \
+        (written, stats.frequencies)
 
 
 def partition_pack(event: StepEvent) -> PackResult:
     """The statistics of several small files, one after another, each as partition_statistics
-    computes it alone. A file whose error is not bad data is handed back (status "retry"),
-    for the coordinator to run alone, with its own retries: one file's trouble never fails
-    the others of its pack."""
+    computes it alone, and then their digest. A file whose error is not bad data is handed
+    back (status "retry"), for the coordinator to run alone, with its own retries: one file's
+    trouble never fails the others of its pack."""
     task: PackTask = event.task
-    results = []
+    results, digested = [], []
     for one in task.files:
         try:
-            results.append(partition_statistics(StepEvent(PARTITION_STATISTICS, one.rel_path,
-                                                          one)))
+            result, tables = _statistics(one)
         except Exception as e:  # noqa: BLE001 - retried alone, where it fails alone
-            results.append(PartitionResult(one.rel_path, one.fingerprint, "retry",
-                                           error=f"{type(e).__name__}: {e}"))
+            result, tables = PartitionResult(one.rel_path, one.fingerprint, "retry",
+                                             error=f"{type(e).__name__}: {e}"), None
+        results.append(result)
+        if task.digest and tables is not None:
+            digested.append(digest.rows(one.rel_path, one.fingerprint, *tables,
+                                        one.bloom_min_distinct))
+    if digested:
+        digest.write(task.digest, digested)
     return PackResult(results)
 
 
