@@ -253,7 +253,7 @@ def _statistics(layout: Layout, data_files: list[DataFile], digests: Digests
 def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
                good: dict[str, DataFile], added: list[DataFile], removed: set[str],
                previous: _Previous | None, settings: Settings, invoker: Invoker,
-               progress: Progress | None) -> tuple[reduce.TableStats, bool]:
+               progress: Progress | None, digests: Digests) -> tuple[reduce.TableStats, bool]:
     """The table-level statistics, and whether its sketches still hold removed partitions'
     values. With a previous version, its sketches and histograms take the added partitions'
     and give back the removed ones' (histograms exactly, sketches not: they cannot be taken
@@ -269,14 +269,14 @@ def _summarize(layout: Layout, new_index: pa.Table, table_schema: pa.Schema,
                 for p in sorted(removed)]
         try:
             return reduce.reduce(new_index, table_schema, max_bins, fold_sources(
-                [layout.partition(f.rel_path, f.fingerprint) for f in added], table_schema,
-                invoker, layout, settings, progress), base, gone), stale
+                added, table_schema, invoker, layout, settings, progress, digests),
+                base, gone), stale
         except hist.GridChanged:
             pass
-    every = [layout.partition(p, f.fingerprint) for p, f in sorted(good.items())]
+    every = [f for _, f in sorted(good.items())]
     return reduce.reduce(new_index, table_schema, max_bins,
                          fold_sources(every, table_schema, invoker, layout, settings,
-                                      progress)), False
+                                      progress, digests)), False
 
 
 def _index(layout: Layout, version: str, previous: _Previous | None, removed: set[str],
@@ -342,7 +342,8 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
                                                         added, settings, report, format_schema,
                                                         digests)
         table_stats, sketches_stale = _summarize(layout, new_index, table_schema, good, added,
-                                                 removed, previous, settings, invoker, progress)
+                                                 removed, previous, settings, invoker, progress,
+                                                 digests)
         rows = table_stats.statistics.to_pylist()
         lists = _frequencies(layout, previous, new_index, table_stats.schema, rows,
                              added_schemas, removed, good, version, report, settings, invoker,

@@ -6,15 +6,18 @@ import datetime as dt
 
 import pyarrow as pa
 
-from lakestats.algorithms.partitions import digest, reduce, step
+import pyarrow.parquet as pq
+
+from lakestats.algorithms.partitions import fold, reduce, step
+from lakestats.algorithms.partitions.fold import Folds
 from lakestats.algorithms.partitions.digest import Digests
 from lakestats.algorithms.partitions.driver import packs
-from lakestats.core.settings import PACK_BYTES, Settings
+from lakestats.core.settings import PACK_BYTES, PartitionSettings
 from lakestats.fleet.protocol import PARTITION_PACK, PackTask, PartitionTask, StepEvent
 from lakestats.metastore import files
 from lakestats.metastore.layout import INDEX, Layout
 from lakestats.metastore.reader import StatisticsReader
-from lakestats.metastore.store import Store
+from lakestats.metastore.store import DataFile, Store
 from tests.tables import mixed, published_files, write
 from tests.test_user_statistics import PLUGIN
 
@@ -33,26 +36,31 @@ def tricky(n: int) -> pa.Table:
 
 
 def test_a_digest_holds_its_files_statistics_as_they_read(tmp_path):
+    """Pack 0: three files of one schema (folded into one partial); pack 1: files of two
+    schemas (no partial) and a bad file (left out)."""
     table = tmp_path / "t"
-    for i in range(3):
+    for i in range(4):
         write(table / f"m{i}.parquet", mixed(200, seed=i))
     write(table / "tricky.parquet", tricky(100))
     (table / "bad.parquet").write_bytes(b"not parquet")
     layout = Layout.of_table(str(table))
-    data = sorted(Store(str(table)).list_files(), key=lambda f: f.rel_path)
-    settings = Settings(partition=Settings().partition.__class__(statistics=(PLUGIN,)))
-    p = settings.partition
+    data = {f.rel_path: f for f in Store(str(table)).list_files()}
+    p = PartitionSettings(statistics=(PLUGIN,))
     digests = Digests(layout.scratch("digests-test"))
-    result = step.partition_pack(StepEvent(PARTITION_PACK, "pack", PackTask([PartitionTask(
-        str(table), f.rel_path, f.fingerprint, layout.partition(f.rel_path, f.fingerprint).uri,
-        p.max_bins, p.bloom_min_distinct, p.statistics, f.reading, p.range_set_size)
-        for f in data], digests.name(0))))
-    statuses = {r.rel_path: r.status for r in result.results}
-    assert statuses.pop("bad.parquet") == "failed" and set(statuses.values()) == {"ok"}
-    digests.record(0, [f for f in data if f.rel_path != "bad.parquet"])
-    held = digests.read(data)
-    assert sorted(held) == ["m0.parquet", "m1.parquet", "m2.parquet", "tricky.parquet"]
-    for f in data[1:]:
+    for k, pack in enumerate([["m0.parquet", "m1.parquet", "m2.parquet"],
+                              ["bad.parquet", "m3.parquet", "tricky.parquet"]]):
+        result = step.partition_pack(StepEvent(PARTITION_PACK, "pack", PackTask([PartitionTask(
+            str(table), f.rel_path, f.fingerprint,
+            layout.partition(f.rel_path, f.fingerprint).uri, p.max_bins, p.bloom_min_distinct,
+            p.statistics, f.reading, p.range_set_size) for f in map(data.get, pack)],
+            digests.name(k))))
+        assert [r.status for r in result.results] == (["ok"] * 3 if k == 0 else
+                                                      ["failed", "ok", "ok"])
+        digests.record(k, [data[path] for path in pack if path != "bad.parquet"])
+    ok = [f for path, f in sorted(data.items()) if path != "bad.parquet"]
+    held = digests.read(list(data.values()))
+    assert sorted(held) == [f.rel_path for f in ok]
+    for f in ok:
         directory = layout.partition(f.rel_path, f.fingerprint)
         statistics, few = held[f.rel_path]
         expected = reduce.statistics(directory)
@@ -64,29 +72,51 @@ def test_a_digest_holds_its_files_statistics_as_they_read(tmp_path):
         runs = dict(files.column_runs(files.read_frequencies(directory, wanted),
                                       ("value", "frequency")))
         assert all(few[c].equals(runs[c]) for c in wanted)
-    changed = [f if f.rel_path != "m1.parquet" else type(f)(f.rel_path, f.size, '"other"')
-               for f in data]
+    m1 = data["m1.parquet"]
+    changed = [f if f is not m1 else DataFile(f.rel_path, f.size, '"other"') for f in ok]
     assert "m1.parquet" not in digests.read(changed)      # another version of the file
+
+    schema = pa.unify_schemas([pq.read_schema(table / f.rel_path) for f in ok])
+    partials, rest = digests.partials(ok, schema)
+    assert [f.rel_path for f in rest] == ["m3.parquet", "tricky.parquet"]
+    by_file = fold.sources([layout.partition(f.rel_path, f.fingerprint) for f in ok[:3]],
+                           len(schema))
+    one, many = Folds(schema, p.max_bins, partials), Folds(schema, p.max_bins, by_file)
+    for name in ("id", "qty", "price", "day"):      # the partial folds as its files do
+        a, b = one.histogram(name), many.histogram(name)
+        assert (a.exponent, a.start, a.counts.tolist(), a.low, a.high) == \
+            (b.exponent, b.start, b.counts.tolist(), b.low, b.high)
+        assert {k: v for k, v in one.sketches(name).items() if k != "quantile_sketch"} == \
+            {k: v for k, v in many.sketches(name).items() if k != "quantile_sketch"}
+    for wanted, table_schema in [(changed, schema), (ok[1:], schema),   # not all of them
+                                 (ok, schema.set(0, pa.field("id", pa.float64())))]:
+        assert digests.partials(wanted, table_schema) == ([], wanted)
     digests.clear()
     assert not Store(layout.scratch("digests-test").uri).root_exists()
 
 
 def test_the_table_level_reads_digests_not_each_files_statistics(tmp_path, run, invoker,
                                                                  monkeypatch):
-    """Packs' files are indexed from their digests: the same version as from the files."""
+    """Packs' files are indexed and folded from their digests (but for the pack of two
+    schemas, folded file by file): the same version as from the files."""
     for root in ("packed", "alone"):
         for i in range(24):
-            write(tmp_path / root / f"day={i % 3}" / f"m{i:02d}.parquet", mixed(50, seed=i))
-        write(tmp_path / root / "day=9" / "tricky.parquet", tricky(40))
-    reads = []
-    original = reduce.statistics
-    monkeypatch.setattr(reduce, "statistics", lambda d: reads.append(d) or original(d))
+            write(tmp_path / root / f"p={i % 3}" / f"m{i:02d}.parquet", mixed(50, seed=i))
+        write(tmp_path / root / "p=9" / "tricky.parquet", tricky(40))
+    data = sorted(Store(str(tmp_path / "packed")).list_files(), key=lambda f: f.rel_path)
+    groups = packs([f.size for f in data], PACK_BYTES, invoker.workers)
+    unpacked = sum(len(g) for g in groups if len(g) == 1)
+    unfolded = unpacked + sum(len(g) for g in groups if len(g) > 1 and any(
+        data[i].rel_path.endswith("tricky.parquet") for i in g))
+    reads, folds = [], []
+    statistics, sources = reduce.statistics, fold._sketches_and_histograms
+    monkeypatch.setattr(reduce, "statistics", lambda d: reads.append(d) or statistics(d))
+    monkeypatch.setattr(fold, "_sketches_and_histograms", lambda d: folds.append(d) or sources(d))
     report = run(tmp_path / "packed", statistics=(PLUGIN,))
-    alone = [g for g in packs([f.size for f in Store(str(tmp_path / "packed")).list_files()],
-                              PACK_BYTES, invoker.workers) if len(g) == 1]
-    assert report.computed == 25 and len(reads) == len(alone) < 5
+    assert report.computed == 25 and (len(reads), len(folds)) == (unpacked, unfolded)
+    assert unfolded < 13
     run(tmp_path / "alone", statistics=(PLUGIN,), pack_bytes=0)    # one file a call
-    assert len(reads) == len(alone) + 25
+    assert (len(reads), len(folds)) == (unpacked + 25, unfolded + 25)
     assert published_files(f"{tmp_path}/packed/_lakestats") == \
         published_files(f"{tmp_path}/alone/_lakestats")
     indexes = [StatisticsReader(f"{tmp_path}/{root}/_lakestats").version_dir().read_parquet(

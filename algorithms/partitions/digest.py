@@ -17,7 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakestats.algorithms.partitions.fold import Folds
 from lakestats.core import schema
+from lakestats.core.histogram import Histogram
 from lakestats.fleet.exchange import from_ipc, to_ipc
 from lakestats.metastore import files
 from lakestats.metastore.store import DataFile, Store
@@ -28,39 +30,86 @@ _VALUES_TYPE = pa.list_(pa.struct([schema.FREQUENCIES_SCHEMA.field(n) for n in _
 CACHED = 4          # digests a coordinator holds: a batch of files meets a pack twice at most
 
 
-def rows(rel_path: str, fingerprint: str, statistics: pa.Table, frequencies: pa.Table,
-         bloom_min_distinct: int) -> pa.Table:
-    """One file's part of its pack's digest: its statistics as written (`statistics`, with
-    their metadata), and the frequencies of the columns with at most bloom_min_distinct
-    values, each on its column's row."""
-    table = statistics.drop_columns([n for n in schema.MERGED_SKETCHES
-                                     if n in statistics.column_names])
-    distinct = pc.fill_null(table["distinct_count"], 0).to_numpy()
-    few = {name for name, d in zip(table["column"].to_pylist(), distinct)
-           if 0 < d <= bloom_min_distinct}
-    names = table["column"].to_pylist()
-    runs = {name: counts for name, counts in files.column_runs(frequencies, _VALUE_FIELDS)
-            if name in few}
-    held = [runs[name] for name in names if name in runs]
-    flat = pa.concat_tables(held).to_struct_array().combine_chunks() if held \
-        else pa.array([], _VALUES_TYPE.value_type)
-    offsets = np.cumsum([0] + [runs[name].num_rows if name in runs else 0 for name in names])
-    values = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
-                                      flat.cast(_VALUES_TYPE.value_type), _VALUES_TYPE,
-                                      mask=pa.array([name not in runs for name in names]))
-    n = table.num_rows
-    metadata = json.dumps({k.decode(): v.decode() for k, v in
-                           (statistics.schema.metadata or {}).items()})
-    return table.replace_schema_metadata(None).append_column(
-        PATH, pa.repeat(rel_path, n)).append_column(
-        FINGERPRINT, pa.repeat(fingerprint, n)).append_column(
-        METADATA, pa.repeat(metadata, n)).append_column(VALUES, values)
+class Builder:
+    """A pack task's digest, file by file, built once when written: the files' rows, and
+    their sketches and histograms folded into one partial while the files share one schema
+    (the common case; else the coordinator folds them one by one)."""
 
+    def __init__(self, uri: str, bloom_min_distinct: int, max_bins: int):
+        self.uri, self.bloom_min_distinct, self.max_bins = uri, bloom_min_distinct, max_bins
+        self.statistics: list[pa.Table] = []
+        self.frequencies: list[pa.Table] = []
+        self.members: list[tuple[str, str, str]] = []      # path, fingerprint, metadata
+        self.folds: Folds | None = None
+        self.schema: str | None = None
 
-def write(uri: str, parts: list[pa.Table]) -> None:
-    """The digest of a pack's files (`rows` of each) at `uri`."""
-    directory, _, name = uri.rpartition("/")
-    Store(directory).write_bytes(to_ipc(pa.concat_tables(parts)), name)
+    def add(self, rel_path: str, fingerprint: str, statistics: pa.Table,
+            frequencies: pa.Table, binned: dict[str, Histogram]) -> None:
+        """A file's statistics as written (with their metadata), frequencies and histograms
+        (column -> core.histogram.Histogram)."""
+        metadata = {k.decode(): v.decode() for k, v in statistics.schema.metadata.items()}
+        data_schema = statistics.schema.metadata[files.DATA_SCHEMA_KEY].decode()
+        if not self.members:
+            self.schema = data_schema
+            self.folds = Folds(files.decode_schema(data_schema), self.max_bins)
+        elif data_schema != self.schema:
+            self.folds = None
+        if self.folds is not None:
+            self.folds.add_binned(statistics, binned)
+        self.statistics.append(statistics.drop_columns(
+            [n for n in schema.MERGED_SKETCHES if n in statistics.column_names]
+        ).replace_schema_metadata(None))
+        self.frequencies.append(frequencies.select(["column", *_VALUE_FIELDS]))
+        self.members.append((rel_path, fingerprint, json.dumps(metadata)))
+
+    def write(self) -> None:
+        """Its files at the pack's digest name (Digests.name): rows, then the fold."""
+        if not self.members:
+            return
+        directory, _, name = self.uri.rpartition("/")
+        try:
+            Store(directory).write_bytes(to_ipc(self._rows()), name)
+        except pa.ArrowInvalid:     # a plugin's values typed otherwise in another file
+            pass                    # its files' statistics are read one by one
+        if self.folds is not None:
+            sketches, histograms = self.folds.partial()
+            paths, fingerprints, _ = zip(*self.members)
+            Store(directory).write_bytes(to_ipc(pa.table({
+                "schema": [self.schema], "sketches": [to_ipc(sketches)],
+                "histograms": [to_ipc(histograms)], PATH: [list(paths)],
+                FINGERPRINT: [list(fingerprints)]})), _fold_name(name))
+
+    def _rows(self) -> pa.Table:
+        """Every file's statistics rows, keyed by path and fingerprint, with its metadata;
+        and on the row of each column with at most bloom_min_distinct values, its (value,
+        frequency) list."""
+        table = pa.concat_tables(self.statistics).combine_chunks()
+        at = np.repeat(np.arange(len(self.members)), [t.num_rows for t in self.statistics])
+        counts = pa.concat_tables(self.frequencies).combine_chunks()
+        owner = np.repeat(np.arange(len(self.members)), [t.num_rows for t in self.frequencies])
+        # each frequency row's statistics row: same file, same column
+        names = pa.concat_arrays([table["column"].combine_chunks(),
+                                  counts["column"].combine_chunks()])
+        codes = pc.dictionary_encode(names).indices.to_numpy().astype(np.int64)
+        width = int(codes.max()) + 1 if len(codes) else 1
+        row_of = np.full(len(self.members) * width, -1, np.int64)
+        row_of[at * width + codes[:table.num_rows]] = np.arange(table.num_rows)
+        rows = row_of[owner * width + codes[table.num_rows:]]
+        distinct = pc.fill_null(table["distinct_count"], 0).to_numpy()
+        few = (distinct > 0) & (distinct <= self.bloom_min_distinct)
+        kept = np.flatnonzero((rows >= 0) & few[np.maximum(rows, 0)])
+        kept = kept[np.argsort(rows[kept], kind="stable")]
+        flat = counts.select(list(_VALUE_FIELDS)).take(kept).to_struct_array()
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(rows[kept],
+                                                             minlength=table.num_rows))])
+        values = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
+                                          flat.combine_chunks().cast(_VALUES_TYPE.value_type),
+                                          _VALUES_TYPE, mask=pa.array(~few))
+        paths, fingerprints, metadata = (pa.array(column, pa.string()).take(at)
+                                         for column in zip(*self.members))
+        return table.append_column(PATH, paths).append_column(
+            FINGERPRINT, fingerprints).append_column(METADATA, metadata).append_column(
+            VALUES, values)
 
 
 class Digests:
@@ -96,6 +145,28 @@ class Digests:
             out.update(_split(self._digest(name), {f.rel_path: f.fingerprint for f in held}))
         return out
 
+    def partials(self, wanted: list[DataFile], table: pa.Schema
+                 ) -> tuple[list[tuple[pa.Table, pa.Table]], list[DataFile]]:
+        """The fold partials (sketches, histograms) of packs whose files are all `wanted`
+        and were folded under the table's types; and the wanted files none of them holds. A
+        partial names the files it folded: those, and only those, it stands for."""
+        fingerprints = {f.rel_path: f.fingerprint for f in wanted}
+        out, held = [], set()
+        for name in sorted({name for name, _ in self.held.values()}):
+            directory, _, file = name.rpartition("/")
+            try:
+                fold = from_ipc(Store(directory).read_bytes(_fold_name(file))).to_pylist()[0]
+            except FileNotFoundError:            # its files had several schemas
+                continue
+            members = list(zip(fold[PATH], fold[FINGERPRINT]))
+            folded = files.decode_schema(fold["schema"])
+            if all(fingerprints.get(p) == fp for p, fp in members) and all(
+                    f.type == table.field(f.name).type for f in folded
+                    if f.name in table.names):
+                out.append((from_ipc(fold["sketches"]), from_ipc(fold["histograms"])))
+                held.update(p for p, _ in members)
+        return out, [f for f in wanted if f.rel_path not in held]
+
     def _digest(self, name: str) -> pa.Table:
         if name not in self._cache:
             directory, _, file = name.rpartition("/")
@@ -110,6 +181,10 @@ class Digests:
         self._cache.clear()
         if self.asked:
             self.directory.delete_dir()
+
+
+def _fold_name(name: str) -> str:
+    return name.replace(".arrow", ".fold.arrow")
 
 
 def _split(digest: pa.Table, wanted: dict[str, str]

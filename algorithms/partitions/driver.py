@@ -23,7 +23,7 @@ from lakestats.fleet.protocol import (FOLD_HISTOGRAMS, FOLD_SKETCHES, PARTITION_
                                       PartitionTask, StepEvent)
 from lakestats.metastore import files
 from lakestats.metastore.layout import Layout
-from lakestats.metastore.store import DataFile, Store
+from lakestats.metastore.store import DataFile
 
 PACKS_PER_WORKER = 4        # packs no larger than an even share of a quarter of a worker's work
 # From this many (partition, column) pairs, workers fold packs of at most FOLD_PARTITIONS
@@ -104,12 +104,16 @@ def packs(sizes: list[int], budget: int, workers: int) -> list[list[int]]:
     return batching.packs(sizes, budget, OPEN_COST_BYTES, workers, PACKS_PER_WORKER)
 
 
-def fold_sources(stats_dirs: list[Store], table: pa.Schema, invoker: Invoker, layout: Layout,
-                 settings: Settings, progress: Progress | None = None
-                 ) -> Iterator[tuple[pa.Table, pa.Table]]:
-    """What the table's sketches and histograms fold (algorithms.partitions.fold): each
-    partition's, read here, or the partials of packs of them that the workers folded, read
-    one at a time."""
+def fold_sources(data_files: list[DataFile], table: pa.Schema, invoker: Invoker,
+                 layout: Layout, settings: Settings, progress: Progress | None = None,
+                 digests: Digests | None = None) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """What the table's sketches and histograms fold (algorithms.partitions.fold) for these
+    files' partitions: the partials their packs folded as they computed them (`digests`),
+    and, for the others, each partition's, read here, or the partials of packs of them that
+    the workers fold, read one at a time."""
+    partials, rest = digests.partials(data_files, table) if digests else ([], data_files)
+    yield from partials
+    stats_dirs = [layout.partition(f.rel_path, f.fingerprint) for f in rest]
     if len(stats_dirs) * max(1, len(table)) < FOLD_PAIRS or len(stats_dirs) < 2:
         yield from fold.sources(stats_dirs, len(table))
         return

@@ -63,8 +63,11 @@ class Folds:
             self.add(stats, histograms)
 
     def add(self, stats: pa.Table, histograms: pa.Table) -> None:
+        self.add_binned(stats, read_histograms(histograms))
+
+    def add_binned(self, stats: pa.Table, binned: dict[str, hist.Histogram]) -> None:
+        """A source whose histograms are read already (or were never written)."""
         rows = {r["column"]: r for r in stats.select(_sketch_columns(stats.schema)).to_pylist()}
-        binned = read_histograms(histograms)
         for f in self.table:
             fold = self.columns[f.name]
             if f.name in rows:

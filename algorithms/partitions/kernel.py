@@ -16,6 +16,7 @@ import pyarrow as pa
 from lakestats.algorithms.partitions.column_stats import ColumnStats
 from lakestats.core import udf
 from lakestats.core.batching import runs
+from lakestats.core.histogram import Histogram
 from lakestats.core.errors import DataCorrupt
 from lakestats.core.settings import PartitionSettings
 from lakestats.formats import FormatError
@@ -39,6 +40,7 @@ class PartitionStats:
     frequencies: pa.Table
     histograms: pa.Table
     row_count: int
+    binned: dict[str, Histogram]        # the histograms as built (a fold takes them)
 
 
 def compute(table: Store, rel_path: str, settings: PartitionSettings = PartitionSettings(),
@@ -73,7 +75,8 @@ def compute(table: Store, rel_path: str, settings: PartitionSettings = Partition
     return PartitionStats(files.statistics_table(rows, data_schema, data.num_rows, statistics,
                                                  failed),
                           files.frequencies_table(frequencies),
-                          histograms.histograms_table(binned), data.num_rows)
+                          histograms.histograms_table(binned), data.num_rows,
+                          {name: h for name, _, h in binned if h is not None})
 
 
 def _column_batches(data: Rows) -> Iterator[list[int]]:

@@ -24,8 +24,8 @@ def partition_statistics(event: StepEvent) -> PartitionResult:
 
 
 def _statistics(task: PartitionTask) -> tuple[PartitionResult, tuple | None]:
-    """The result, and the file's statistics as written and its frequencies (what its
-    digest.rows are made of; None when it failed)."""
+    """The result, and the file's statistics as written, its frequencies and histograms
+    (what its pack's digest is made of; None when it failed)."""
     settings = PartitionSettings(task.max_bins, task.bloom_min_distinct, task.statistics,
                                  task.range_set_size)
     try:
@@ -34,7 +34,7 @@ def _statistics(task: PartitionTask) -> tuple[PartitionResult, tuple | None]:
         return PartitionResult(task.rel_path, task.fingerprint, "failed", error=str(e)), None
     written = kernel.write(stats, Store(task.stats_dir))
     return PartitionResult(task.rel_path, task.fingerprint, "ok", row_count=stats.row_count), \
-        (written, stats.frequencies)
+        (written, stats.frequencies, stats.binned)
 
 
 def partition_pack(event: StepEvent) -> PackResult:
@@ -43,7 +43,9 @@ def partition_pack(event: StepEvent) -> PackResult:
     back (status "retry"), for the coordinator to run alone, with its own retries: one file's
     trouble never fails the others of its pack."""
     task: PackTask = event.task
-    results, digested = [], []
+    results = []
+    digested = digest.Builder(task.digest, task.files[0].bloom_min_distinct,
+                              task.files[0].max_bins) if task.digest else None
     for one in task.files:
         try:
             result, tables = _statistics(one)
@@ -51,11 +53,10 @@ def partition_pack(event: StepEvent) -> PackResult:
             result, tables = PartitionResult(one.rel_path, one.fingerprint, "retry",
                                              error=f"{type(e).__name__}: {e}"), None
         results.append(result)
-        if task.digest and tables is not None:
-            digested.append(digest.rows(one.rel_path, one.fingerprint, *tables,
-                                        one.bloom_min_distinct))
+        if digested and tables is not None:
+            digested.add(one.rel_path, one.fingerprint, *tables)
     if digested:
-        digest.write(task.digest, digested)
+        digested.write()
     return PackResult(results)
 
 
