@@ -192,6 +192,7 @@ class PartitionCounts:
     stats_dir: str
     held: list[int]                 # the task's columns (k) it holds
     retyped: list[FrequencyColumn] = field(default_factory=list)  # those it types otherwise
+    digest: str = ""                # its pack's frequency digest, if any (partitions.digest)
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,8 @@ def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table
                  table_schema: pa.Schema, rows: list[dict],
                  added: list[tuple[DataFile, pa.Schema]], removed: set[str],
                  good: dict[str, DataFile], version: str, report: Report, settings: Settings,
-                 invoker: Invoker, progress: Progress | None) -> dict[str, dict]:
+                 invoker: Invoker, progress: Progress | None, digests: Digests
+                 ) -> dict[str, dict]:
     """The version's frequencies.parquet, and its columns' distinct counts in `rows`: merged
     with the change, recomputed, or carried from the previous version (algorithms.frequencies
     .delta). Returns where each column's list lives."""
@@ -214,7 +215,7 @@ def _frequencies(layout: Layout, previous: _Previous | None, new_index: pa.Table
         table_schema, rows, new_index,
         lambda p: layout.partition(p, good[p].fingerprint).uri,
         invoker, settings, layout, layout.version(version), progress, plan.recompute,
-        plan.merged)
+        plan.merged, lambda p: digests.frequencies(p, good[p].fingerprint))
     for row in rows:
         name = row["column"]
         if name in exact:
@@ -347,7 +348,7 @@ def _table_version(layout: Layout, good: dict[str, DataFile], previous: _Previou
         rows = table_stats.statistics.to_pylist()
         lists = _frequencies(layout, previous, new_index, table_stats.schema, rows,
                              added_schemas, removed, good, version, report, settings, invoker,
-                             progress)
+                             progress, digests)
         plugins = udf.load(settings.partition.statistics)
         plugin_rows, plugin_errors = user_statistics.reduce(
             plugins, table_stats.schema, new_index, previous and user_statistics.Previous(

@@ -8,12 +8,14 @@ import pyarrow as pa
 
 import pyarrow.parquet as pq
 
-from lakestats.algorithms.partitions import fold, reduce, step
+from lakestats.algorithms.frequencies import steps
+from lakestats.algorithms.partitions import digest, fold, reduce, step
 from lakestats.algorithms.partitions.fold import Folds
 from lakestats.algorithms.partitions.digest import Digests
 from lakestats.algorithms.partitions.driver import packs
 from lakestats.core.settings import PACK_BYTES, PartitionSettings
-from lakestats.fleet.protocol import PARTITION_PACK, PackTask, PartitionTask, StepEvent
+from lakestats.fleet.protocol import (PARTITION_PACK, FrequencyColumn, PackTask, PartitionCounts,
+                                      PartitionTask, StepEvent)
 from lakestats.metastore import files
 from lakestats.metastore.layout import INDEX, Layout
 from lakestats.metastore.reader import StatisticsReader
@@ -72,9 +74,18 @@ def test_a_digest_holds_its_files_statistics_as_they_read(tmp_path):
         runs = dict(files.column_runs(files.read_frequencies(directory, wanted),
                                       ("value", "frequency")))
         assert all(few[c].equals(runs[c]) for c in wanted)
+        uri = digests.frequencies(f.rel_path, f.fingerprint)     # a worker's reads
+        names = expected["column"].to_pylist()
+        specs = [FrequencyColumn(k, name, "binned", False) for k, name in enumerate(names)]
+        lists = steps._read(PartitionCounts(directory.uri, list(range(len(names))), [], uri),
+                            specs)
+        assert digest.frequencies(uri, directory.uri) is not None
+        alone = steps._read(PartitionCounts(directory.uri, list(range(len(names)))), specs)
+        assert lists.keys() == alone.keys() and all(lists[k].equals(alone[k]) for k in lists)
     m1 = data["m1.parquet"]
     changed = [f if f is not m1 else DataFile(f.rel_path, f.size, '"other"') for f in ok]
     assert "m1.parquet" not in digests.read(changed)      # another version of the file
+    assert digests.frequencies("m1.parquet", '"other"') == ""
 
     schema = pa.unify_schemas([pq.read_schema(table / f.rel_path) for f in ok])
     partials, rest = digests.partials(ok, schema)
@@ -108,13 +119,16 @@ def test_the_table_level_reads_digests_not_each_files_statistics(tmp_path, run, 
     unpacked = sum(len(g) for g in groups if len(g) == 1)
     unfolded = unpacked + sum(len(g) for g in groups if len(g) > 1 and any(
         data[i].rel_path.endswith("tricky.parquet") for i in g))
-    reads, folds = [], []
+    reads, folds, lists = [], [], []
+    handed = Digests.frequencies
+    monkeypatch.setattr(Digests, "frequencies", lambda self, p, f: lists.append(
+        (p, handed(self, p, f))) or lists[-1][1])
     statistics, sources = reduce.statistics, fold._sketches_and_histograms
     monkeypatch.setattr(reduce, "statistics", lambda d: reads.append(d) or statistics(d))
     monkeypatch.setattr(fold, "_sketches_and_histograms", lambda d: folds.append(d) or sources(d))
     report = run(tmp_path / "packed", statistics=(PLUGIN,))
     assert report.computed == 25 and (len(reads), len(folds)) == (unpacked, unfolded)
-    assert unfolded < 13
+    assert unfolded < 13 and len({p for p, uri in lists if uri}) == 25 - unpacked
     run(tmp_path / "alone", statistics=(PLUGIN,), pack_bytes=0)    # one file a call
     assert (len(reads), len(folds)) == (unpacked + 25, unfolded + 25)
     assert published_files(f"{tmp_path}/packed/_lakestats") == \

@@ -39,11 +39,13 @@ EVENT_BYTES = 1 << 20
 def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Table,
             stats_dir: Callable[[str], str], invoker: Invoker, settings: Settings, layout: Layout,
             out: Store, progress: Progress | None = None, only: list[str] | None = None,
-            merged: dict[str, tuple[ColumnFrequencies, pa.Table]] | None = None
+            merged: dict[str, tuple[ColumnFrequencies, pa.Table]] | None = None,
+            digest: Callable[[str], str] = lambda path: ""
             ) -> dict[str, ColumnFrequencies]:
     """Write `out`/frequencies.parquet: the columns `only` (all, if None) reduced over every
     partition, and the `merged` ones as given; returns each written column's outcome.
-    `partitions` is the partition index, `stats_dir` names a partition's directory."""
+    `partitions` is the partition index, `stats_dir` names a partition's directory, `digest`
+    its pack's frequency digest ("": none)."""
     merged = merged or {}
     columns = plan(table_schema, table_rows, partitions, settings.frequencies, invoker.workers,
                    only)
@@ -53,15 +55,16 @@ def compute(table_schema: pa.Schema, table_rows: list[dict], partitions: pa.Tabl
         write(out, sources)
     else:
         with JobScope(settings.redis_url, layout) as scope:
-            sources += _reduce(columns, partitions, stats_dir, invoker, settings, scope,
-                               progress)
+            sources += _reduce(columns, partitions, stats_dir, digest, invoker, settings,
+                               scope, progress)
             write(out, sources)
     return {**{c.field.name: c.result for c in columns},
             **{name: result for name, (result, _) in merged.items()}}
 
 
 def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Callable[[str], str],
-            invoker: Invoker, settings: Settings, scope: JobScope, progress: Progress | None):
+            digest: Callable[[str], str], invoker: Invoker, settings: Settings, scope: JobScope,
+            progress: Progress | None):
     """The steps over every partition; the columns' streams for the file."""
     paths = partitions["path"].to_pylist()
     schemas = dict(index.schemas(partitions))
@@ -76,7 +79,7 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Calla
         for pack in packs(values, settings.pack_bytes // VALUE_BYTES,
                           OPEN_COST_BYTES // VALUE_BYTES, invoker.workers):
             members = [(i, p, PartitionCounts(stats_dir(p), [c.k for c in cs],
-                                              _retyped(cs, schemas[p])))
+                                              _retyped(cs, schemas[p]), digest(p)))
                        for i, p, cs in (held[j] for j in pack)]
             for call in runs(((m, _event_bytes(m[2])) for m in members), EVENT_BYTES):
                 first, name, _ = call[0]
@@ -113,7 +116,7 @@ def _reduce(columns: list[PlannedColumn], partitions: pa.Table, stats_dir: Calla
 
 def _event_bytes(counts: PartitionCounts) -> int:
     """About what a partition adds to a pack's event, as JSON."""
-    return 100 + len(counts.stats_dir) + 8 * len(counts.held) + sum(
+    return 100 + len(counts.stats_dir) + len(counts.digest) + 8 * len(counts.held) + sum(
         200 + sum(map(len, c.retype)) for c in counts.retyped)
 
 

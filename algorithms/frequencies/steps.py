@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakestats.algorithms.frequencies import BINNED, LOW_DISTINCT, LOW_DUPLICATE, channel
+from lakestats.algorithms.partitions import digest
 from lakestats.core import hashing
 from lakestats.core import types as ty
 from lakestats.core.counting import sum_by_value
@@ -16,17 +17,22 @@ from lakestats.fleet import protocol
 from lakestats.fleet.connections import client
 from lakestats.fleet.exchange import for_event
 from lakestats.fleet.protocol import (ColumnOutcome, FrequencyColumn, FrequencyResult,
-                                      FrequencyTask, StepEvent)
+                                      FrequencyTask, PartitionCounts, StepEvent)
 from lakestats.metastore import files
 from lakestats.metastore.store import Store
 
 REDIS_BATCH = 10_000         # members per ZADD
 
 
-def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]:
-    """(value, frequency) of each column in this partition, values as the table's type spells
-    them (a column that is int32 here and float64 in the table is re-rendered)."""
-    table = files.read_frequencies(Store(stats_dir), [c.name for c in columns])
+def _read(partition: PartitionCounts, columns: list[FrequencyColumn]) -> dict[int, pa.Table]:
+    """(value, frequency) of each column in this partition (from its pack's digest, where
+    that holds them), values as the table's type spells them (a column that is int32 here
+    and float64 in the table is re-rendered)."""
+    names = [c.name for c in columns]
+    table = digest.frequencies(partition.digest, partition.stats_dir) \
+        if partition.digest else None
+    table = files.read_frequencies(Store(partition.stats_dir), names) if table is None else \
+        table.filter(pc.is_in(table["column"], pa.array(names, pa.string())))
     runs = dict(files.column_runs(table, ("value", "frequency")))
     out = {}
     for c in columns:
@@ -40,11 +46,15 @@ def _read(stats_dir: str, columns: list[FrequencyColumn]) -> dict[int, pa.Table]
 
 def _summed(tables: list[pa.Table]) -> pa.Table:
     """A pack's counts of a column: each value once, its frequencies summed."""
-    if len(tables) == 1:
-        return tables[0]
-    both = pa.concat_tables(tables)
-    values, counts = sum_by_value(both["value"], both["frequency"].to_numpy())
-    return pa.table({"value": values, "frequency": counts})
+    return tables[0] if len(tables) == 1 else _sum(pa.concat_tables(tables))
+
+
+def _sum(counts: pa.Table) -> pa.Table:
+    values, frequencies = sum_by_value(counts["value"], counts["frequency"].to_numpy())
+    return pa.table({"value": values, "frequency": frequencies})
+
+
+_EMPTY = pa.table({"value": pa.array([], pa.string()), "frequency": pa.array([], pa.int64())})
 
 
 def _by_column(task: FrequencyTask, columns: list[FrequencyColumn]) -> dict[int, list[pa.Table]]:
@@ -54,7 +64,7 @@ def _by_column(task: FrequencyTask, columns: list[FrequencyColumn]) -> dict[int,
     out: dict[int, list[pa.Table]] = {k: [] for k in wanted}
     for p in task.partitions:
         specs = {**wanted, **{c.k: c for c in p.retyped if c.k in wanted}}
-        for k, table in _read(p.stats_dir, [specs[k] for k in p.held if k in wanted]).items():
+        for k, table in _read(p, [specs[k] for k in p.held if k in wanted]).items():
             out[k].append(table)
     return out
 
@@ -160,16 +170,15 @@ def confirm(event: StepEvent) -> FrequencyResult:
     for c, tables in zip(columns, _by_column(task, columns).values()):
         candidates = small.get_all(channel(c.k, "candidates"), 0)
         candidates = candidates[0]["hash"] if candidates else pa.array([], pa.uint64())
-        held = [pc.is_in(pa.array(hashing.hash_text(t["value"])), value_set=candidates)
-                for t in tables]
-        confirmed = [t.filter(h) for t, h in zip(tables, held)]
-        moved = _stage(event, c.k, _summed(confirmed))
+        both = pa.concat_tables(tables) if tables else _EMPTY       # one pass, not one a file
+        held = pc.is_in(pa.array(hashing.hash_text(both["value"])), value_set=candidates)
+        confirmed = both.filter(held)
+        moved = _stage(event, c.k, confirmed if len(tables) == 1 else _sum(confirmed))
         if c.keep_once:
-            once = pa.concat_tables([t.filter(pc.invert(h)) for t, h in zip(tables, held)])
+            once = both.filter(pc.invert(held))
             once = once.take(pc.sort_indices(once["value"]))
             moved += exchange.put(channel(c.k, "once"), task.index, 0, once)
-        outcomes.append(ColumnOutcome(c.k, bytes=moved,
-                                      reports=sum(t.num_rows for t in confirmed)))
+        outcomes.append(ColumnOutcome(c.k, bytes=moved, reports=confirmed.num_rows))
     return FrequencyResult(outcomes)
 
 

@@ -27,7 +27,9 @@ from lakestats.metastore.store import DataFile, Store
 PATH, FINGERPRINT, METADATA, VALUES = "_path", "_fingerprint", "_metadata", "_values"
 _VALUE_FIELDS = ("value", "frequency")
 _VALUES_TYPE = pa.list_(pa.struct([schema.FREQUENCIES_SCHEMA.field(n) for n in _VALUE_FIELDS]))
-CACHED = 4          # digests a coordinator holds: a batch of files meets a pack twice at most
+CACHED = 4          # digests a reader holds: a batch of files meets a pack twice at most
+# a pack's frequency lists go to its digest up to this many rows (a worker holds CACHED such)
+FREQUENCY_ROWS = 500_000
 
 
 class Builder:
@@ -39,14 +41,14 @@ class Builder:
         self.uri, self.bloom_min_distinct, self.max_bins = uri, bloom_min_distinct, max_bins
         self.statistics: list[pa.Table] = []
         self.frequencies: list[pa.Table] = []
-        self.members: list[tuple[str, str, str]] = []      # path, fingerprint, metadata
+        self.members: list[tuple[str, str, str, str]] = []  # path, fingerprint, metadata, dir
         self.folds: Folds | None = None
         self.schema: str | None = None
 
-    def add(self, rel_path: str, fingerprint: str, statistics: pa.Table,
+    def add(self, rel_path: str, fingerprint: str, stats_dir: str, statistics: pa.Table,
             frequencies: pa.Table, binned: dict[str, Histogram]) -> None:
-        """A file's statistics as written (with their metadata), frequencies and histograms
-        (column -> core.histogram.Histogram)."""
+        """A file's statistics as written in `stats_dir` (with their metadata), frequencies
+        and histograms (column -> core.histogram.Histogram)."""
         metadata = {k.decode(): v.decode() for k, v in statistics.schema.metadata.items()}
         data_schema = statistics.schema.metadata[files.DATA_SCHEMA_KEY].decode()
         if not self.members:
@@ -60,21 +62,30 @@ class Builder:
             [n for n in schema.MERGED_SKETCHES if n in statistics.column_names]
         ).replace_schema_metadata(None))
         self.frequencies.append(frequencies.select(["column", *_VALUE_FIELDS]))
-        self.members.append((rel_path, fingerprint, json.dumps(metadata)))
+        self.members.append((rel_path, fingerprint, json.dumps(metadata), stats_dir))
 
     def write(self) -> None:
-        """Its files at the pack's digest name (Digests.name): rows, then the fold."""
+        """Its files at the pack's digest name (Digests.name): rows, the frequency lists
+        (unless too many), then the fold."""
         if not self.members:
             return
         directory, _, name = self.uri.rpartition("/")
+        out = Store(directory)
         try:
-            Store(directory).write_bytes(to_ipc(self._rows()), name)
+            out.write_bytes(to_ipc(self._rows()), name)
         except pa.ArrowInvalid:     # a plugin's values typed otherwise in another file
             pass                    # its files' statistics are read one by one
+        lengths = [t.num_rows for t in self.frequencies]
+        if sum(lengths) <= FREQUENCY_ROWS:
+            ends = np.cumsum(lengths).tolist()
+            spans = {m[3]: (end - n, end) for m, n, end in zip(self.members, lengths, ends)}
+            out.write_bytes(to_ipc(pa.concat_tables(self.frequencies).combine_chunks()
+                                   .replace_schema_metadata({SPANS: json.dumps(spans)})),
+                            frequencies_name(name))
         if self.folds is not None:
             sketches, histograms = self.folds.partial()
-            paths, fingerprints, _ = zip(*self.members)
-            Store(directory).write_bytes(to_ipc(pa.table({
+            paths, fingerprints, *_ = zip(*self.members)
+            out.write_bytes(to_ipc(pa.table({
                 "schema": [self.schema], "sketches": [to_ipc(sketches)],
                 "histograms": [to_ipc(histograms)], PATH: [list(paths)],
                 FINGERPRINT: [list(fingerprints)]})), _fold_name(name))
@@ -106,7 +117,7 @@ class Builder:
                                           flat.combine_chunks().cast(_VALUES_TYPE.value_type),
                                           _VALUES_TYPE, mask=pa.array(~few))
         paths, fingerprints, metadata = (pa.array(column, pa.string()).take(at)
-                                         for column in zip(*self.members))
+                                         for column in list(zip(*self.members))[:3])
         return table.append_column(PATH, paths).append_column(
             FINGERPRINT, fingerprints).append_column(METADATA, metadata).append_column(
             VALUES, values)
@@ -144,6 +155,11 @@ class Digests:
         for name, held in by_digest.items():
             out.update(_split(self._digest(name), {f.rel_path: f.fingerprint for f in held}))
         return out
+
+    def frequencies(self, path: str, fingerprint: str) -> str:
+        """The frequency digest that may hold the partition's lists ("": none does)."""
+        name, held = self.held.get(path, ("", None))
+        return frequencies_name(name) if name and held == fingerprint else ""
 
     def partials(self, wanted: list[DataFile], table: pa.Schema
                  ) -> tuple[list[tuple[pa.Table, pa.Table]], list[DataFile]]:
@@ -187,10 +203,40 @@ def _fold_name(name: str) -> str:
     return name.replace(".arrow", ".fold.arrow")
 
 
+def frequencies_name(name: str) -> str:
+    return name.replace(".arrow", ".frequencies.arrow")
+
+
+SPANS = "lakestats.spans"      # a frequency digest's rows of each partition (stats dir)
+_FREQUENCIES: OrderedDict[str, tuple[pa.Table, dict] | None] = OrderedDict()
+
+
+def frequencies(uri: str, stats_dir: str) -> pa.Table | None:
+    """A partition's (column, value, frequency) rows, from the frequency digest `uri` of its
+    pack (a worker keeps the last CACHED it read); None when that does not hold them (too
+    many rows, or written by an attempt that had not computed it)."""
+    if uri not in _FREQUENCIES:
+        directory, _, name = uri.rpartition("/")
+        try:
+            table = from_ipc(Store(directory).read_bytes(name))
+            _FREQUENCIES[uri] = table, json.loads(table.schema.metadata[SPANS.encode()])
+        except FileNotFoundError:
+            _FREQUENCIES[uri] = None
+        if len(_FREQUENCIES) > CACHED:
+            _FREQUENCIES.popitem(last=False)
+    held = _FREQUENCIES[uri]
+    if held is None or stats_dir not in held[1]:
+        return None
+    start, end = held[1][stats_dir]
+    return held[0].slice(start, end - start).replace_schema_metadata(None)
+
+
 def _split(digest: pa.Table, wanted: dict[str, str]
            ) -> dict[str, tuple[pa.Table, dict[str, pa.Table]]]:
     """The wanted files' (path -> fingerprint) parts of a digest, each as `read` gives it."""
     paths = digest[PATH].combine_chunks()
+    if not len(paths):
+        return {}
     bounds = np.flatnonzero(pc.not_equal(paths.slice(1), paths.slice(0, len(paths) - 1))
                             .to_numpy(zero_copy_only=False)) + 1
     starts = np.concatenate([[0], bounds]).tolist()

@@ -54,7 +54,7 @@ def partition_pack(event: StepEvent) -> PackResult:
                                              error=f"{type(e).__name__}: {e}"), None
         results.append(result)
         if digested and tables is not None:
-            digested.add(one.rel_path, one.fingerprint, *tables)
+            digested.add(one.rel_path, one.fingerprint, one.stats_dir, *tables)
     if digested:
         digested.write()
     return PackResult(results)
