@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -24,9 +25,10 @@ from lakestats.fleet.exchange import from_ipc, to_ipc
 from lakestats.metastore import files
 from lakestats.metastore.store import DataFile, Store
 
-PATH, FINGERPRINT, METADATA, VALUES = "_path", "_fingerprint", "_metadata", "_values"
+PATH, FINGERPRINT, VALUES = "_path", "_fingerprint", "_values"
 _VALUE_FIELDS = ("value", "frequency")
 _VALUES_TYPE = pa.list_(pa.struct([schema.FREQUENCIES_SCHEMA.field(n) for n in _VALUE_FIELDS]))
+SPANS = "lakestats.spans"      # where each file's rows are, in a digest's schema metadata
 CACHED = 4          # digests a reader holds: a batch of files meets a pack twice at most
 # a pack's frequency lists go to its digest up to this many rows (a worker holds CACHED such)
 FREQUENCY_ROWS = 500_000
@@ -40,7 +42,9 @@ class Builder:
     def __init__(self, uri: str, bloom_min_distinct: int, max_bins: int):
         self.uri, self.bloom_min_distinct, self.max_bins = uri, bloom_min_distinct, max_bins
         self.statistics: list[pa.Table] = []
-        self.frequencies: list[pa.Table] = []
+        self.few: list[pa.Table] = []            # the few-valued columns' lists, for `_rows`
+        self.frequencies: list[pa.Table] | None = []     # None: more than FREQUENCY_ROWS
+        self.lengths: list[int] = []
         self.members: list[tuple[str, str, str, str]] = []  # path, fingerprint, metadata, dir
         self.folds: Folds | None = None
         self.schema: str | None = None
@@ -58,11 +62,20 @@ class Builder:
             self.folds = None
         if self.folds is not None:
             self.folds.add_binned(statistics, binned)
-        self.statistics.append(statistics.drop_columns(
+        table = statistics.drop_columns(
             [n for n in schema.MERGED_SKETCHES if n in statistics.column_names]
-        ).replace_schema_metadata(None))
-        self.frequencies.append(frequencies.select(["column", *_VALUE_FIELDS]))
-        self.members.append((rel_path, fingerprint, json.dumps(metadata), stats_dir))
+        ).replace_schema_metadata(None)
+        distinct = pc.fill_null(table["distinct_count"], 0)
+        few = table["column"].filter(pc.and_(pc.greater(distinct, 0), pc.less_equal(
+            distinct, self.bloom_min_distinct)))
+        counts = frequencies.select(["column", *_VALUE_FIELDS])
+        self.statistics.append(table)
+        self.few.append(counts.filter(pc.is_in(counts["column"], value_set=few)))
+        self.lengths.append(counts.num_rows)
+        if self.frequencies is not None:
+            self.frequencies = self.frequencies + [counts] \
+                if sum(self.lengths) <= FREQUENCY_ROWS else None
+        self.members.append((rel_path, fingerprint, metadata, stats_dir))
 
     def write(self) -> None:
         """Its files at the pack's digest name (Digests.name): rows, the frequency lists
@@ -75,10 +88,9 @@ class Builder:
             out.write_bytes(to_ipc(self._rows()), name)
         except pa.ArrowInvalid:     # a plugin's values typed otherwise in another file
             pass                    # its files' statistics are read one by one
-        lengths = [t.num_rows for t in self.frequencies]
-        if sum(lengths) <= FREQUENCY_ROWS:
-            ends = np.cumsum(lengths).tolist()
-            spans = {m[3]: (end - n, end) for m, n, end in zip(self.members, lengths, ends)}
+        if self.frequencies is not None:
+            ends = np.cumsum(self.lengths).tolist()
+            spans = {m[3]: (end - n, end) for m, n, end in zip(self.members, self.lengths, ends)}
             out.write_bytes(to_ipc(pa.concat_tables(self.frequencies).combine_chunks()
                                    .replace_schema_metadata({SPANS: json.dumps(spans)})),
                             frequencies_name(name))
@@ -91,13 +103,13 @@ class Builder:
                 FINGERPRINT: [list(fingerprints)]})), _fold_name(name))
 
     def _rows(self) -> pa.Table:
-        """Every file's statistics rows, keyed by path and fingerprint, with its metadata;
-        and on the row of each column with at most bloom_min_distinct values, its (value,
-        frequency) list."""
+        """Every file's statistics rows, and on the row of each column with at most
+        bloom_min_distinct values its (value, frequency) list; the files' path, fingerprint,
+        statistics metadata and rows in the schema's metadata."""
         table = pa.concat_tables(self.statistics).combine_chunks()
         at = np.repeat(np.arange(len(self.members)), [t.num_rows for t in self.statistics])
-        counts = pa.concat_tables(self.frequencies).combine_chunks()
-        owner = np.repeat(np.arange(len(self.members)), [t.num_rows for t in self.frequencies])
+        counts = pa.concat_tables(self.few).combine_chunks()
+        owner = np.repeat(np.arange(len(self.members)), [t.num_rows for t in self.few])
         # each frequency row's statistics row: same file, same column
         names = pa.concat_arrays([table["column"].combine_chunks(),
                                   counts["column"].combine_chunks()])
@@ -116,11 +128,11 @@ class Builder:
         values = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
                                           flat.combine_chunks().cast(_VALUES_TYPE.value_type),
                                           _VALUES_TYPE, mask=pa.array(~few))
-        paths, fingerprints, metadata = (pa.array(column, pa.string()).take(at)
-                                         for column in list(zip(*self.members))[:3])
-        return table.append_column(PATH, paths).append_column(
-            FINGERPRINT, fingerprints).append_column(METADATA, metadata).append_column(
-            VALUES, values)
+        ends = np.cumsum([t.num_rows for t in self.statistics]).tolist()
+        members = [(path, fingerprint, metadata, end - t.num_rows, end) for (
+            path, fingerprint, metadata, _), t, end in zip(self.members, self.statistics, ends)]
+        return table.append_column(VALUES, values).replace_schema_metadata(
+            {SPANS: json.dumps(members)})
 
 
 class Digests:
@@ -162,12 +174,11 @@ class Digests:
         return frequencies_name(name) if name and held == fingerprint else ""
 
     def partials(self, wanted: list[DataFile], table: pa.Schema
-                 ) -> tuple[list[tuple[pa.Table, pa.Table]], list[DataFile]]:
+                 ) -> Iterator[tuple[list[str], tuple[pa.Table, pa.Table]]]:
         """The fold partials (sketches, histograms) of packs whose files are all `wanted`
-        and were folded under the table's types; and the wanted files none of them holds. A
-        partial names the files it folded: those, and only those, it stands for."""
+        and were folded under the table's types, one at a time, each with the files it
+        folded: those, and only those, it stands for."""
         fingerprints = {f.rel_path: f.fingerprint for f in wanted}
-        out, held = [], set()
         for name in sorted({name for name, _ in self.held.values()}):
             directory, _, file = name.rpartition("/")
             try:
@@ -179,9 +190,8 @@ class Digests:
             if all(fingerprints.get(p) == fp for p, fp in members) and all(
                     f.type == table.field(f.name).type for f in folded
                     if f.name in table.names):
-                out.append((from_ipc(fold["sketches"]), from_ipc(fold["histograms"])))
-                held.update(p for p, _ in members)
-        return out, [f for f in wanted if f.rel_path not in held]
+                yield [p for p, _ in members], (from_ipc(fold["sketches"]),
+                                                from_ipc(fold["histograms"]))
 
     def _digest(self, name: str) -> pa.Table:
         if name not in self._cache:
@@ -207,7 +217,6 @@ def frequencies_name(name: str) -> str:
     return name.replace(".arrow", ".frequencies.arrow")
 
 
-SPANS = "lakestats.spans"      # a frequency digest's rows of each partition (stats dir)
 _FREQUENCIES: OrderedDict[str, tuple[pa.Table, dict] | None] = OrderedDict()
 
 
@@ -234,25 +243,17 @@ def frequencies(uri: str, stats_dir: str) -> pa.Table | None:
 def _split(digest: pa.Table, wanted: dict[str, str]
            ) -> dict[str, tuple[pa.Table, dict[str, pa.Table]]]:
     """The wanted files' (path -> fingerprint) parts of a digest, each as `read` gives it."""
-    paths = digest[PATH].combine_chunks()
-    if not len(paths):
-        return {}
-    bounds = np.flatnonzero(pc.not_equal(paths.slice(1), paths.slice(0, len(paths) - 1))
-                            .to_numpy(zero_copy_only=False)) + 1
-    starts = np.concatenate([[0], bounds]).tolist()
-    ends = np.concatenate([bounds, [len(paths)]]).tolist()
-    statistics = digest.drop_columns([PATH, FINGERPRINT, METADATA, VALUES])
+    statistics = digest.drop_columns([VALUES]).replace_schema_metadata(None)
     values = digest[VALUES].combine_chunks()
     out = {}
-    for start, end in zip(starts, ends):
-        path = paths[start].as_py()
-        if wanted.get(path) != digest[FINGERPRINT][start].as_py():
+    for path, fingerprint, metadata, start, end in json.loads(
+            digest.schema.metadata[SPANS.encode()]):
+        if wanted.get(path) != fingerprint:
             continue
-        metadata = json.loads(digest[METADATA][start].as_py())
         table = statistics.slice(start, end - start).replace_schema_metadata(metadata)
+        lists = values.slice(start, end - start)
         few = {}
-        for name, counts in zip(table["column"].to_pylist(), values.slice(start, end - start)):
-            if counts.is_valid:
-                few[name] = pa.Table.from_struct_array(counts.values)
+        for i in np.flatnonzero(lists.is_valid().to_numpy(zero_copy_only=False)).tolist():
+            few[table["column"][i].as_py()] = pa.Table.from_struct_array(lists[i].values)
         out[path] = (table, few)
     return out

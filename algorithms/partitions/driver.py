@@ -111,9 +111,12 @@ def fold_sources(data_files: list[DataFile], table: pa.Schema, invoker: Invoker,
     files' partitions: the partials their packs folded as they computed them (`digests`),
     and, for the others, each partition's, read here, or the partials of packs of them that
     the workers fold, read one at a time."""
-    partials, rest = digests.partials(data_files, table) if digests else ([], data_files)
-    yield from partials
-    stats_dirs = [layout.partition(f.rel_path, f.fingerprint) for f in rest]
+    folded = set()
+    for members, partial in digests.partials(data_files, table) if digests else ():
+        folded.update(members)
+        yield partial
+    stats_dirs = [layout.partition(f.rel_path, f.fingerprint) for f in data_files
+                  if f.rel_path not in folded]
     if len(stats_dirs) * max(1, len(table)) < FOLD_PAIRS or len(stats_dirs) < 2:
         yield from fold.sources(stats_dirs, len(table))
         return
