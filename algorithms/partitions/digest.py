@@ -77,9 +77,10 @@ class Builder:
         self.statistics.append(table)
         self.few.append(counts.filter(pc.is_in(counts["column"], value_set=few)))
         self.lengths.append(counts.num_rows)
-        if self.frequencies is not None:
-            self.frequencies = self.frequencies + [counts] \
-                if sum(self.lengths) <= FREQUENCY_ROWS else None
+        if self.frequencies is not None and sum(self.lengths) <= FREQUENCY_ROWS:
+            self.frequencies.append(counts)
+        else:
+            self.frequencies = None
         self.members.append((rel_path, fingerprint, metadata, stats_dir))
 
     def write(self) -> None:
