@@ -5,14 +5,13 @@ from __future__ import annotations
 import datetime as dt
 
 import pyarrow as pa
-
 import pyarrow.parquet as pq
 
 from lakestats.algorithms.frequencies import steps
 from lakestats.algorithms.partitions import digest, fold, reduce, step
-from lakestats.algorithms.partitions.fold import Folds
 from lakestats.algorithms.partitions.digest import Digests
 from lakestats.algorithms.partitions.driver import packs
+from lakestats.algorithms.partitions.fold import Folds
 from lakestats.core.settings import PACK_BYTES, PartitionSettings
 from lakestats.fleet.protocol import (PARTITION_PACK, FrequencyColumn, PackTask, PartitionCounts,
                                       PartitionTask, StepEvent)
