@@ -239,9 +239,10 @@ def l3(work: Path, width: int, workers: int) -> None:
 
 
 def kinds(table: str, workers: int, rank_columns: list[str],
-          served=None) -> dict[str, dict]:
+          served=None, whole: str | None = None) -> dict[str, dict]:
     """Each statistic kind computed on `table` from scratch, on a fresh Redis: its seconds
-    and, with `served` (the proxy's counter), the S3 requests it made by method."""
+    and, with `served` (the proxy's counter), the S3 requests it made by method; and, given
+    `whole` (a copy of the table), one compute of it from scratch, its files packed."""
     from lakestats.algorithms.partitions.driver import compute_partitions
     from lakestats.algorithms.ranks.driver import compute_ranks
     from lakestats.core.settings import Settings
@@ -263,7 +264,9 @@ def kinds(table: str, workers: int, rank_columns: list[str],
                     ("table version (summary, frequencies, histograms)",
                      lambda: compute(table, invoker, settings)),
                     (f"exact ranks ({len(rank_columns)} columns)", lambda: compute_ranks(
-                        f"{table}/_lakestats", invoker, settings, rank_columns))]:
+                        f"{table}/_lakestats", invoker, settings, rank_columns)),
+                    *([("one compute, files packed (partitions, digests and version)",
+                        lambda: compute(whole, invoker, settings))] if whole else [])]:
                 before, started = dict(served), time.monotonic()
                 run()
                 out[name] = {"seconds": time.monotonic() - started, **{
@@ -284,8 +287,10 @@ def s3_kinds(proxy, files: int, workers: int) -> dict[str, dict]:
         bucket = f"cost-{uuid.uuid4().hex[:8]}"
         boto3.client("s3").create_bucket(Bucket=bucket)
         upload(bucket, "t", files)
+        upload(bucket, "u", files)
         proxy.faults.served.clear()
-        return kinds(f"s3://{bucket}/t", workers, ["price", "city"], proxy.faults.served)
+        return kinds(f"s3://{bucket}/t", workers, ["price", "city"], proxy.faults.served,
+                     f"s3://{bucket}/u")
     finally:
         os.environ["AWS_ENDPOINT_URL"] = proxy.target.geturl()
         s3_client.cache_clear()
