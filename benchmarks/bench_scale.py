@@ -2,20 +2,19 @@
 processes), and the cost model checked against the S3 requests the stack served.
 
     .venv/bin/python benchmarks/bench_scale.py [--files 1000,10000] [--pack-bytes 0,...]
-        [--burst 1000]
-        [--width 1000] [--cost-files 20,60,40] [--workers 2] [--big-files 8]
+        [--burst 1000] [--width 1000] [--cost-files 20,60,40] [--workers 2] [--big-files 8]
         [--only L1,L2,L3,C,G]
 
-L1 tables of N small files (5 columns, 200 rows each) computed from scratch by the CLI, on
-   local disk, each on a fresh Redis, once per pack budget (0: one file a call), and the
-   partition statistics alone in-process, one file a call against packs: seconds, the coordinator's peak RSS, Redis' peak memory,
-   and their growth from the first N to the last; DuckDB SUMMARIZE of the same files beside.
+L1 tables of N small files (5 columns, 200 rows each) computed from scratch by the CLI on
+   local disk, on a fresh Redis, once per pack budget (0: one file a call), and the partition
+   statistics alone in-process, one file a call against packs: seconds, the coordinator's peak
+   RSS, Redis' peak memory, their growth from the first N to the last; DuckDB SUMMARIZE beside.
 L2 a burst of --burst files landing in a bucket whose events go to SQS: `lakestats watch` until
    the published version holds them all: seconds, the watcher's peak RSS, Redis' peak; on
    moto's server or, with --burst-on localstack, on localstack (from .localstack-venv).
 L3 a table of --width int64 columns (20 files x 2,000 rows): compute vs DuckDB SUMMARIZE.
-C  the cost model's S3 requests: per statistic kind and method, a x files + b fitted on two
-   S3 tables behind a counting proxy, checked against a third table's counts.
+C  the cost model's S3 requests: per statistic kind (and one packed compute from scratch) and
+   method, a x files + b fitted on two S3 tables behind a counting proxy, checked on a third.
 G  the cost model's compute: TPC-H SF1 lineitem in --big-files files, each statistic kind
    computed by one worker on local disk: seconds per GB of Parquet, and the Lambda GB-seconds
    per TB scanned at the template's 2 GB; beside it Spark's ANALYZE of the same files on one
@@ -24,6 +23,7 @@ G  the cost model's compute: TPC-H SF1 lineitem in --big-files files, each stati
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -240,9 +240,8 @@ def l3(work: Path, width: int, workers: int) -> None:
 
 def kinds(table: str, workers: int, rank_columns: list[str],
           served=None, whole: str | None = None) -> dict[str, dict]:
-    """Each statistic kind computed on `table` from scratch, on a fresh Redis: its seconds
-    and, with `served` (the proxy's counter), the S3 requests it made by method; and, given
-    `whole` (a copy of the table), one compute of it from scratch, its files packed."""
+    """Each statistic kind computed on `table` from scratch (and `whole`, a copy, in one
+    compute), on a fresh Redis: seconds and the S3 requests by method `served` counted."""
     from lakestats.algorithms.partitions.driver import compute_partitions
     from lakestats.algorithms.ranks.driver import compute_ranks
     from lakestats.core.settings import Settings
@@ -265,7 +264,7 @@ def kinds(table: str, workers: int, rank_columns: list[str],
                      lambda: compute(table, invoker, settings)),
                     (f"exact ranks ({len(rank_columns)} columns)", lambda: compute_ranks(
                         f"{table}/_lakestats", invoker, settings, rank_columns)),
-                    *([("one compute, files packed (partitions, digests and version)",
+                    *([("one compute, packed (partitions, digests, version)",
                         lambda: compute(whole, invoker, settings))] if whole else [])]:
                 before, started = dict(served), time.monotonic()
                 run()
@@ -286,8 +285,8 @@ def s3_kinds(proxy, files: int, workers: int) -> dict[str, dict]:
     try:
         bucket = f"cost-{uuid.uuid4().hex[:8]}"
         boto3.client("s3").create_bucket(Bucket=bucket)
-        upload(bucket, "t", files)
-        upload(bucket, "u", files)
+        for prefix in ("t", "u"):
+            upload(bucket, prefix, files)
         proxy.faults.served.clear()
         return kinds(f"s3://{bucket}/t", workers, ["price", "city"], proxy.faults.served,
                      f"s3://{bucket}/u")
@@ -323,12 +322,8 @@ def gb_seconds(data_dir: Path, work: Path, files: int) -> None:
     # the peers, priced from Spark's ANALYZE of the same files on one core (Glue's column
     # statistics and EMR run Spark): core-hours a TB, four vCPUs to a DPU or an m5.xlarge
     shutil.rmtree(table / "_lakestats", ignore_errors=True)
-    here = os.getcwd()
-    os.chdir(tempfile.mkdtemp(dir=work))            # Spark's warehouse and metastore
-    try:
+    with contextlib.chdir(tempfile.mkdtemp(dir=work)):      # Spark's warehouse and metastore
         _, spark_seconds = run_spark(table, 1)
-    finally:
-        os.chdir(here)
     core_hours = spark_seconds / gb * 1000 / 3600
     print(f"G Spark ANALYZE ... FOR ALL COLUMNS, one core: {spark_seconds:.1f} s, "
           f"{spark_seconds / gb:.0f} s a GB -> {core_hours:,.1f} core-hours a TB", flush=True)
@@ -372,10 +367,9 @@ def main() -> None:
     p.add_argument("--only", default="L1,L2,L3,C,G")
     args = p.parse_args()
     only = set(args.only.split(","))
-    work = WORK
-    work.mkdir(exist_ok=True)
+    WORK.mkdir(exist_ok=True)
     if "L1" in only:
-        l1(work, [int(n) for n in args.files.split(",")], args.workers,
+        l1(WORK, [int(n) for n in args.files.split(",")], args.workers,
            [int(b) for b in args.pack_bytes.split(",")])
     if "L2" in only and args.burst_on == "localstack":
         from lakestats.infra.local_stack import LOCAL_ACCOUNT
@@ -396,9 +390,9 @@ def main() -> None:
             proxy.__exit__()
             moto.stop()
     if "L3" in only:
-        l3(work, args.width, args.workers)
+        l3(WORK, args.width, args.workers)
     if "G" in only:
-        gb_seconds(args.data_dir, work, args.big_files)
+        gb_seconds(args.data_dir, WORK, args.big_files)
 
 
 if __name__ == "__main__":
