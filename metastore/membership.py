@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
 
 from lakestats.core import schema
@@ -42,6 +43,14 @@ class BloomPack:
             layout.version(self.version).write_bytes(b"".join(self.parts), BLOOMS)
 
 
+def few_valued(stats: pa.Table, bloom_min_distinct: int) -> np.ndarray:
+    """Which columns (rows) of a partition's statistics the index keeps the values of: those
+    with 1 to bloom_min_distinct of them (the others have Bloom filters). NumPy: a tenth of
+    Arrow's calls' time on a partition's few rows."""
+    distinct = stats["distinct_count"].to_numpy()           # nulls: NaN, neither
+    return (distinct > 0) & (distinct <= bloom_min_distinct)
+
+
 def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_distinct: int,
             pack: BloomPack, retyped: Retyped,
             known: dict[str, dict[str, pa.Table]] | None = None
@@ -57,8 +66,8 @@ def collect(layout: Layout, added: list[tuple[DataFile, pa.Table]], bloom_min_di
     def read(item: tuple[DataFile, pa.Table]) -> tuple[str, dict, dict]:
         f, stats = item
         directory = layout.partition(f.rel_path, f.fingerprint)
-        small = [r["column"] for r in stats.select(["column", "distinct_count"]).to_pylist()
-                 if 0 < (r["distinct_count"] or 0) <= bloom_min_distinct]
+        small = [name for name, few in zip(stats["column"].to_pylist(),
+                                           few_valued(stats, bloom_min_distinct)) if few]
         blooms = {c: b for c, b in zip(stats["column"].to_pylist(),
                                        stats["bloom_filter"].to_pylist()) if b is not None}
         again = [c for c in blooms if (f.rel_path, c) in retyped]

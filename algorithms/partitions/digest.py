@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,7 @@ from lakestats.core import schema
 from lakestats.core.histogram import Histogram
 from lakestats.fleet.exchange import from_ipc, to_ipc
 from lakestats.metastore import files
+from lakestats.metastore.membership import few_valued
 from lakestats.metastore.store import DataFile, Store
 
 PATH, FINGERPRINT, VALUES = "_path", "_fingerprint", "_values"
@@ -70,9 +71,7 @@ class Builder:
         table = statistics.drop_columns(
             [n for n in schema.MERGED_SKETCHES if n in statistics.column_names]
         ).replace_schema_metadata(None)
-        distinct = pc.fill_null(table["distinct_count"], 0)
-        few = table["column"].filter(pc.and_(pc.greater(distinct, 0), pc.less_equal(
-            distinct, self.bloom_min_distinct)))
+        few = table["column"].filter(pa.array(few_valued(table, self.bloom_min_distinct)))
         counts = frequencies.select(["column", *_VALUE_FIELDS])
         self.statistics.append(table)
         self.few.append(counts.filter(pc.is_in(counts["column"], value_set=few)))
@@ -88,25 +87,22 @@ class Builder:
         (unless too many), then the fold."""
         if not self.members:
             return
-        directory, _, name = self.uri.rpartition("/")
-        out = Store(directory)
         try:
-            out.write_bytes(to_ipc(self._rows()), name)
+            _write(self.uri, self._rows())
         except pa.ArrowInvalid:     # a plugin's values typed otherwise in another file
             pass                    # its files' statistics are read one by one
         if self.frequencies is not None:
             ends = np.cumsum(self.lengths).tolist()
             spans = {m[3]: (end - n, end) for m, n, end in zip(self.members, self.lengths, ends)}
-            out.write_bytes(to_ipc(pa.concat_tables(self.frequencies).combine_chunks()
-                                   .replace_schema_metadata({SPANS: json.dumps(spans)})),
-                            frequencies_name(name))
+            _write(part(self.uri, "frequencies"), pa.concat_tables(self.frequencies)
+                   .combine_chunks().replace_schema_metadata({SPANS: json.dumps(spans)}))
         if self.folds is not None:
             sketches, histograms = self.folds.partial()
             paths, fingerprints, *_ = zip(*self.members)
-            out.write_bytes(to_ipc(pa.table({
+            _write(part(self.uri, "fold"), pa.table({
                 "schema": [self.schema], "sketches": [to_ipc(sketches)],
                 "histograms": [to_ipc(histograms)], PATH: [list(paths)],
-                FINGERPRINT: [list(fingerprints)]})), _fold_name(name))
+                FINGERPRINT: [list(fingerprints)]}))
 
     def _rows(self) -> pa.Table:
         """Every file's statistics rows, and on the row of each column with at most
@@ -124,8 +120,7 @@ class Builder:
         row_of = np.full(len(self.members) * width, -1, np.int64)
         row_of[at * width + codes[:table.num_rows]] = np.arange(table.num_rows)
         rows = row_of[owner * width + codes[table.num_rows:]]
-        distinct = pc.fill_null(table["distinct_count"], 0).to_numpy()
-        few = (distinct > 0) & (distinct <= self.bloom_min_distinct)
+        few = few_valued(table, self.bloom_min_distinct)
         kept = np.flatnonzero((rows >= 0) & few[np.maximum(rows, 0)])
         kept = kept[np.argsort(rows[kept], kind="stable")]
         flat = counts.select(list(_VALUE_FIELDS)).take(kept).to_struct_array()
@@ -167,17 +162,22 @@ class Digests:
         out = {}
         by_digest: dict[str, list[DataFile]] = {}
         for f in wanted:
-            name, fingerprint = self.held.get(f.rel_path, (None, None))
-            if name is not None and fingerprint == f.fingerprint:
+            if name := self._holder(f.rel_path, f.fingerprint):
                 by_digest.setdefault(name, []).append(f)
         for name, held in by_digest.items():
-            out.update(_split(self._digest(name), {f.rel_path: f.fingerprint for f in held}))
+            out.update(_split(_cached(self._cache, name, _read),
+                              {f.rel_path: f.fingerprint for f in held}))
         return out
 
     def frequencies(self, path: str, fingerprint: str) -> str:
         """The frequency digest that may hold the partition's lists ("": none does)."""
-        name, held = self.held.get(path, ("", None))
-        return frequencies_name(name) if name and held == fingerprint else ""
+        name = self._holder(path, fingerprint)
+        return part(name, "frequencies") if name else ""
+
+    def _holder(self, path: str, fingerprint: str) -> str | None:
+        """The digest of the pack that computed this version of the file, if any."""
+        name, held = self.held.get(path, (None, None))
+        return name if held == fingerprint else None
 
     def partials(self, wanted: list[DataFile], table: pa.Schema
                  ) -> Iterator[tuple[list[str], tuple[pa.Table, pa.Table]]]:
@@ -186,27 +186,17 @@ class Digests:
         folded: those, and only those, it stands for."""
         fingerprints = {f.rel_path: f.fingerprint for f in wanted}
         for name in sorted({name for name, _ in self.held.values()}):
-            directory, _, file = name.rpartition("/")
             try:
-                fold = from_ipc(Store(directory).read_bytes(_fold_name(file))).to_pylist()[0]
+                fold = _read(part(name, "fold"))
             except FileNotFoundError:            # its files had several schemas
                 continue
-            members = list(zip(fold[PATH], fold[FINGERPRINT]))
-            folded = files.decode_schema(fold["schema"])
+            members = list(zip(fold[PATH][0].as_py(), fold[FINGERPRINT][0].as_py()))
+            folded = files.decode_schema(fold["schema"][0].as_py())
             if all(fingerprints.get(p) == fp for p, fp in members) and all(
                     f.type == table.field(f.name).type for f in folded
-                    if f.name in table.names):
-                yield [p for p, _ in members], (from_ipc(fold["sketches"]),
-                                                from_ipc(fold["histograms"]))
-
-    def _digest(self, name: str) -> pa.Table:
-        if name not in self._cache:
-            directory, _, file = name.rpartition("/")
-            self._cache[name] = from_ipc(Store(directory).read_bytes(file))
-            if len(self._cache) > CACHED:
-                self._cache.popitem(last=False)
-        self._cache.move_to_end(name)
-        return self._cache[name]
+                    if f.name in table.names):      # the partial decoded in place, not copied
+                yield [p for p, _ in members], (from_ipc(fold["sketches"][0].as_buffer()),
+                                                from_ipc(fold["histograms"][0].as_buffer()))
 
     def clear(self) -> None:
         """Every digest gone (written or not: a call may have failed after writing one)."""
@@ -215,12 +205,29 @@ class Digests:
             self.directory.delete_dir()
 
 
-def _fold_name(name: str) -> str:
-    return name.replace(".arrow", ".fold.arrow")
+def part(name: str, kind: str) -> str:
+    """The name of a digest's other part ("frequencies", "fold")."""
+    return name.replace(".arrow", f".{kind}.arrow")
 
 
-def frequencies_name(name: str) -> str:
-    return name.replace(".arrow", ".frequencies.arrow")
+def _read(uri: str) -> pa.Table:
+    directory, _, name = uri.rpartition("/")
+    return from_ipc(Store(directory).read_bytes(name))
+
+
+def _write(uri: str, table: pa.Table) -> None:
+    directory, _, name = uri.rpartition("/")
+    Store(directory).write_bytes(to_ipc(table), name)
+
+
+def _cached(cache: OrderedDict, uri: str, load: Callable):
+    """load(uri), kept among the CACHED last used."""
+    if uri not in cache:
+        cache[uri] = load(uri)
+        if len(cache) > CACHED:
+            cache.popitem(last=False)
+    cache.move_to_end(uri)
+    return cache[uri]
 
 
 _FREQUENCIES: OrderedDict[str, tuple[pa.Table, dict] | None] = OrderedDict()
@@ -230,20 +237,19 @@ def frequencies(uri: str, stats_dir: str) -> pa.Table | None:
     """A partition's (column, value, frequency) rows, from the frequency digest `uri` of its
     pack (a worker keeps the last CACHED it read); None when that does not hold them (too
     many rows, or written by an attempt that had not computed it)."""
-    if uri not in _FREQUENCIES:
-        directory, _, name = uri.rpartition("/")
-        try:
-            table = from_ipc(Store(directory).read_bytes(name))
-            _FREQUENCIES[uri] = table, json.loads(table.schema.metadata[SPANS.encode()])
-        except FileNotFoundError:
-            _FREQUENCIES[uri] = None
-        if len(_FREQUENCIES) > CACHED:
-            _FREQUENCIES.popitem(last=False)
-    held = _FREQUENCIES[uri]
+    held = _cached(_FREQUENCIES, uri, _spans)
     if held is None or stats_dir not in held[1]:
         return None
     start, end = held[1][stats_dir]
     return held[0].slice(start, end - start).replace_schema_metadata(None)
+
+
+def _spans(uri: str) -> tuple[pa.Table, dict] | None:
+    try:
+        table = _read(uri)
+    except FileNotFoundError:
+        return None
+    return table, json.loads(table.schema.metadata[SPANS.encode()])
 
 
 def _split(digest: pa.Table, wanted: dict[str, str]
